@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the Redis image the test bed runs, FROM scratch, out of the host's Debian
+# packages (no registry is needed). Idempotent: does nothing when the image exists.
+#
+#   REDIS_IMAGE=name:tag   use that image instead (nothing is built; it must exist or be
+#                          pullable, e.g. the official redis:7.2 where a registry is reachable)
+#   FORCE=1                rebuild even when the image exists
+set -euo pipefail
+
+default_image="cluster-rwlock/redis:7.0"
+image="${REDIS_IMAGE:-$default_image}"
+
+if [ "$image" != "$default_image" ]; then
+  if docker image inspect "$image" >/dev/null 2>&1; then
+    echo "redis-image: using $image (exists)"; exit 0
+  fi
+  echo "redis-image: pulling $image"
+  docker pull "$image"
+  exit 0
+fi
+
+if [ "${FORCE:-0}" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
+  echo "redis-image: $image exists"; exit 0
+fi
+
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "redis-image: installing redis-server and redis-tools with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+  else
+    echo "redis-image: redis-server/redis-cli not found; install Debian's redis-server and redis-tools (as root) and run again" >&2
+    exit 1
+  fi
+fi
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/root/usr/local/bin" "$ctx/root/data" "$ctx/root/tmp"
+
+copy_with_libs() {
+  local bin=$1
+  cp -L "$bin" "$ctx/root/usr/local/bin/"
+  # every shared library it loads, under the path the loader looks it up by
+  ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r lib; do
+    mkdir -p "$ctx/root$(dirname "$lib")"
+    cp -L "$lib" "$ctx/root$lib"
+  done
+}
+for b in redis-server redis-cli; do copy_with_libs "$(command -v $b)"; done
+
+cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+FROM scratch
+COPY root/ /
+WORKDIR /data
+EXPOSE 6379
+ENTRYPOINT ["/usr/local/bin/redis-server"]
+DOCKERFILE
+
+version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
+echo "redis-image: building $image from the host's redis-server $version"
+docker build -q --label "cluster-rwlock.image=redis" --label "redis.version=$version" -t "$image" "$ctx" >/dev/null
+echo "redis-image: built $image"
