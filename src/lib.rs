@@ -1,1 +1,5 @@
-pub fn x(){}
+//! cluster-rwlock
+#![deny(missing_docs)]
+
+#[cfg(feature = "testkit")]
+pub mod testkit;
