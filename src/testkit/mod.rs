@@ -281,6 +281,7 @@ async fn prepare_docker() -> Result<(), TestkitError> {
             };
             if older {
                 let path = std::env::temp_dir().join(format!("cluster-rwlock-docker-{}.sock", session_id()));
+                tell_reaper(&format!("dir:{}", path.display()));
                 shim::start(path.clone(), socket, &client, &engine)
                     .map_err(|e| TestkitError::DockerUnavailable(format!("API shim: {e}")))?;
                 // testcontainers reads DOCKER_HOST when its client is first made, after this.
