@@ -1,5 +1,85 @@
-//! cluster-rwlock
+//! A distributed read/write lock for Redis Cluster.
+//!
+//! Many readers or one writer of a shared resource, across processes and machines, with
+//! the state of each lock in ONE Redis hash whose key carries a `{hashtag}`, so that all
+//! of it, and its release channel, live in one slot of the cluster.
+//!
+//! ```no_run
+//! # async fn demo() -> cluster_rwlock::Result<()> {
+//! use std::time::Duration;
+//! use cluster_rwlock::{LockClient, LockConfig};
+//!
+//! let client = LockClient::connect(LockConfig::cluster(["redis://127.0.0.1:7000"])).await?;
+//! let lock = client.rwlock("orders:42")?;
+//!
+//! let guard = lock.write_timeout(Duration::from_secs(5)).await?;
+//! // hand the fence to the resource, which refuses lower fences than it has seen
+//! let fence = guard.fence();
+//! tokio::select! {
+//!     _ = guard.lost() => { /* lease lost: stop, another owner may hold the lock */ }
+//!     _ = async { /* the protected work */ } => {}
+//! }
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//! - **Owners.** Holds belong to owner tokens (a UUID per [`LockClient::rwlock`] call, or
+//!   your own with [`RwLock::with_owner`]). Only the owner's guard releases its hold, and a
+//!   release retried after a connection error never removes another hold.
+//! - **Reentrancy.** An owner may hold several times; each guard gives back its own hold.
+//!   An owner that holds write may also take read. An owner that holds only read and asks
+//!   for write gets [`Error::UpgradeDeadlock`] at once instead of waiting forever.
+//! - **Writer preference.** Once a writer waits, new readers wait too, and writers are
+//!   served first come, first served: a stream of readers cannot starve a writer.
+//! - **Leases.** Every hold has a lease (default 30 s) measured by the server's clock and
+//!   renewed every lease/3 while the guard lives, by one task per client in one pipeline.
+//!   A holder that dies loses its holds after the lease; a lock whose holders all died
+//!   disappears by itself.
+//! - **The holder is told.** When a renewal finds the hold gone, or Redis stays unreachable
+//!   until the lease may have run out, [`WriteGuard::lost`] resolves, `is_lost()` is true and
+//!   `release()` returns [`Error::LockLost`].
+//! - **Fencing.** Every grant carries a fence strictly greater than all fences granted
+//!   before for that name, also after the hash was deleted and re-created or a replica was
+//!   promoted (it is at least the server's time in microseconds).
+//! - **Waiting without polling.** Waiters subscribe to the lock's shard channel (one
+//!   subscription per name per client) before they try, and sleep until a release that
+//!   concerns them, or until the earliest lease deadline that could free the lock.
+//! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
+//!   behind.
+//!
+//! # Failure modes
+//! - Redis replication is asynchronous: if a master dies after a grant but before its
+//!   replica has it, the promoted replica does not know the hold and may grant the lock
+//!   again. [`LockConfig::replica_acks`] makes each grant wait for replicas (and undo it
+//!   if they do not ack), which narrows that window to the failover itself.
+//! - A lease is no substitute for a fence: a holder paused longer than its lease (GC,
+//!   swap, a frozen VM) may act after another owner was granted the lock. Only the
+//!   resource can refuse it, by checking fences.
+//! - A holder cut off from Redis is told (`lost()`) at most one renewal interval after
+//!   its lease may have ended, by its own monotonic clock.
+//!
+//! # Layout
+//! The hash layout and the scripts' rules are documented in [`scripts`].
 #![deny(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+pub mod keys;
+mod lease;
+mod lock;
+mod notify;
+pub mod scripts;
+pub mod slot;
 
 #[cfg(feature = "testkit")]
 pub mod testkit;
+
+pub use client::{ClientStats, LockClient};
+pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
+pub use error::{Error, Result};
+pub use guard::{ReadGuard, WriteGuard};
+pub use lock::{Holder, LockState, RwLock};
+pub use scripts::Mode;

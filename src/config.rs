@@ -1,0 +1,156 @@
+//! Client configuration.
+
+use std::time::Duration;
+
+use fred::prelude::{Config, ServerConfig};
+
+use crate::error::{Error, Result};
+use crate::keys;
+
+/// Default lease of a hold: 30 s, renewed every 10 s while held.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default key prefix.
+pub const DEFAULT_PREFIX: &str = "rwlock";
+
+/// How to reach Redis and how locks behave. Built with [`LockConfig::cluster`] or
+/// [`LockConfig::from_url`], then refined with the builder methods.
+///
+/// ```
+/// use std::time::Duration;
+/// use cluster_rwlock::LockConfig;
+///
+/// let config = LockConfig::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])
+///     .prefix("locks")
+///     .lease(Duration::from_secs(10))
+///     .notifications(true)
+///     .replica_acks(1, Duration::from_millis(500));
+/// assert_eq!(config.lease_duration(), Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockConfig {
+    pub(crate) urls: Vec<String>,
+    pub(crate) clustered: bool,
+    pub(crate) prefix: String,
+    pub(crate) lease: Duration,
+    pub(crate) notifications: bool,
+    pub(crate) replica_acks: Option<(u32, Duration)>,
+    pub(crate) command_timeout: Duration,
+}
+
+impl LockConfig {
+    /// A Redis Cluster reached through these seed nodes (`redis://host:port`, with
+    /// optional `user:password@`; the first URL's credentials are used).
+    pub fn cluster<I, S>(seeds: I) -> LockConfig
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        LockConfig::new(seeds.into_iter().map(Into::into).collect(), true)
+    }
+
+    /// One URL: `redis://host:port` is a single node (or a cluster-unaware proxy),
+    /// `redis-cluster://host:port` a cluster. Fails on a malformed URL.
+    ///
+    /// ```
+    /// # use cluster_rwlock::LockConfig;
+    /// assert!(LockConfig::from_url("redis-cluster://127.0.0.1:7000").is_ok());
+    /// assert!(LockConfig::from_url("http://nope").is_err());
+    /// ```
+    pub fn from_url(url: &str) -> Result<LockConfig> {
+        let config = Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+        let clustered = matches!(config.server, ServerConfig::Clustered { .. });
+        Ok(LockConfig::new(vec![url.to_string()], clustered))
+    }
+
+    fn new(urls: Vec<String>, clustered: bool) -> LockConfig {
+        LockConfig {
+            urls,
+            clustered,
+            prefix: DEFAULT_PREFIX.to_string(),
+            lease: DEFAULT_LEASE,
+            notifications: true,
+            replica_acks: None,
+            command_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Key prefix (default `rwlock`); it may not contain `{` or `}`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> LockConfig {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Lease of every hold (default 30 s). Holds are renewed every lease/3 while held; a
+    /// holder that stops renewing (crash, partition) loses the lock after the lease.
+    /// At least 30 ms.
+    pub fn lease(mut self, lease: Duration) -> LockConfig {
+        self.lease = lease;
+        self
+    }
+
+    /// Wake waiters with pub/sub release messages (default `true`); `false` waits by
+    /// timed retries only.
+    pub fn notifications(mut self, on: bool) -> LockConfig {
+        self.notifications = on;
+        self
+    }
+
+    /// After each grant, `WAIT` until `replicas` replicas of the slot's master have it, for
+    /// at most `timeout`; otherwise the grant is undone and the call fails with
+    /// [`Error::NotReplicated`].
+    pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> LockConfig {
+        self.replica_acks = if replicas == 0 { None } else { Some((replicas, timeout)) };
+        self
+    }
+
+    /// Timeout of each command sent to Redis (default 5 s).
+    pub fn command_timeout(mut self, timeout: Duration) -> LockConfig {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The lease set.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease
+    }
+
+    /// The key prefix set.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Checks the settings and builds fred's config.
+    pub(crate) fn to_fred(&self) -> Result<Config> {
+        keys::check_prefix(&self.prefix)?;
+        if self.lease < Duration::from_millis(30) {
+            return Err(Error::InvalidConfig(format!(
+                "the lease is {:?}; it must be at least 30 ms",
+                self.lease
+            )));
+        }
+        if self.command_timeout.is_zero() {
+            return Err(Error::InvalidConfig("the command timeout is zero".into()));
+        }
+        let first = self
+            .urls
+            .first()
+            .ok_or_else(|| Error::InvalidConfig("no Redis URL given".into()))?;
+        if !self.clustered || self.urls.len() == 1 && first.starts_with("redis-cluster") {
+            return Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")));
+        }
+        let mut config = Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")))?;
+        let mut hosts = Vec::new();
+        for url in &self.urls {
+            let one = Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+            match one.server {
+                ServerConfig::Centralized { server } => hosts.push((server.host.to_string(), server.port)),
+                ServerConfig::Clustered { hosts: h, .. } => {
+                    hosts.extend(h.into_iter().map(|s| (s.host.to_string(), s.port)))
+                }
+                _ => return Err(Error::InvalidConfig(format!("{url}: not a node URL"))),
+            }
+        }
+        config.server = ServerConfig::new_clustered(hosts);
+        Ok(config)
+    }
+}

@@ -1,0 +1,201 @@
+//! Lease renewal: one task per client renews every held lock every lease/3, in one
+//! pipeline (one round trip per master, whatever the number of locks), and tells a
+//! holder when its lease is lost.
+//!
+//! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
+//! it), or when no renewal has succeeded for a whole lease by the local monotonic clock
+//! (counted from when the last successful renewal, or the grant, was SENT): from then on
+//! another owner may hold the lock, whatever Redis says later.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::Inner;
+use crate::scripts::RenewItem;
+
+/// The shared state of one hold: whether it was lost.
+#[derive(Debug)]
+pub(crate) struct HoldState {
+    lost: watch::Sender<bool>,
+}
+
+impl HoldState {
+    pub fn new() -> Arc<HoldState> {
+        Arc::new(HoldState { lost: watch::channel(false).0 })
+    }
+
+    pub fn mark_lost(&self) {
+        self.lost.send_replace(true);
+    }
+
+    pub fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    pub async fn lost(&self) {
+        let mut rx = self.lost.subscribe();
+        // the sender lives as long as `self`, so this only ends when lost
+        let _ = rx.wait_for(|lost| *lost).await;
+    }
+}
+
+struct Owned {
+    channel: String,
+    /// hold id -> its state
+    holds: HashMap<u64, Arc<HoldState>>,
+    /// when the lease runs out unless renewed (local monotonic clock)
+    valid_until: Instant,
+}
+
+/// The holds of one client, by (key, owner).
+pub(crate) struct Keeper {
+    entries: Mutex<HashMap<(String, String), Owned>>,
+    lease: Duration,
+    started: Mutex<bool>,
+    /// Renewal rounds and lock renewals sent, for diagnostics.
+    pub rounds: AtomicU64,
+    pub renewals: AtomicU64,
+}
+
+impl Keeper {
+    pub fn new(lease: Duration) -> Keeper {
+        Keeper {
+            entries: Mutex::new(HashMap::new()),
+            lease,
+            started: Mutex::new(false),
+            rounds: AtomicU64::new(0),
+            renewals: AtomicU64::new(0),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Owned>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts renewing a hold granted by a call sent at `sent`.
+    pub fn add(&self, inner: &Arc<Inner>, key: &str, channel: &str, owner: &str, id: u64, state: Arc<HoldState>, sent: Instant) {
+        {
+            let mut map = self.map();
+            let entry = map.entry((key.to_string(), owner.to_string())).or_insert_with(|| Owned {
+                channel: channel.to_string(),
+                holds: HashMap::new(),
+                valid_until: sent + self.lease,
+            });
+            // the owner's lease deadline covers all its holds
+            entry.valid_until = entry.valid_until.max(sent + self.lease);
+            entry.holds.insert(id, state);
+        }
+        self.ensure_task(inner);
+    }
+
+    /// Stops renewing a hold (released, or lost).
+    pub fn remove(&self, key: &str, owner: &str, id: u64) {
+        let mut map = self.map();
+        let k = (key.to_string(), owner.to_string());
+        if let Some(entry) = map.get_mut(&k) {
+            entry.holds.remove(&id);
+            if entry.holds.is_empty() {
+                map.remove(&k);
+            }
+        }
+    }
+
+    /// Number of holds being renewed.
+    pub fn held(&self) -> usize {
+        self.map().values().map(|e| e.holds.len()).sum()
+    }
+
+    fn ensure_task(&self, inner: &Arc<Inner>) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if *started {
+            return;
+        }
+        *started = true;
+        let weak = Arc::downgrade(inner);
+        let period = self.lease / 3;
+        inner.runtime.spawn(async move {
+            let mut tick = tokio::time::interval_at(Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = Weak::upgrade(&weak) else { return };
+                if inner.closed() {
+                    return;
+                }
+                renew_round(&inner, period).await;
+            }
+        });
+    }
+}
+
+/// One renewal round over every held lock.
+async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
+    let keeper = &inner.keeper;
+    let snapshot: Vec<(String, String, Vec<(String, Vec<u64>)>)> = {
+        let map = keeper.map();
+        let mut by_key: HashMap<&str, (String, Vec<(String, Vec<u64>)>)> = HashMap::new();
+        for ((key, owner), e) in map.iter() {
+            by_key
+                .entry(key.as_str())
+                .or_insert_with(|| (e.channel.clone(), Vec::new()))
+                .1
+                .push((owner.clone(), e.holds.keys().copied().collect()));
+        }
+        by_key.into_iter().map(|(k, (c, o))| (k.to_string(), c, o)).collect()
+    };
+    if !snapshot.is_empty() {
+        keeper.rounds.fetch_add(1, Ordering::Relaxed);
+        keeper.renewals.fetch_add(snapshot.len() as u64, Ordering::Relaxed);
+        let items: Vec<RenewItem> = snapshot
+            .iter()
+            .map(|(key, channel, owners)| RenewItem {
+                key: key.clone(),
+                channel: channel.clone(),
+                owners: owners.iter().map(|(o, _)| o.clone()).collect(),
+            })
+            .collect();
+        let sent = Instant::now();
+        let lease_ms = keeper.lease.as_millis() as u64;
+        let replies = tokio::time::timeout(
+            budget,
+            inner.scripts.renew_batch(&inner.client, &inner.counters, inner.publish, lease_ms, &items),
+        )
+        .await
+        .unwrap_or_default();
+        let mut map = keeper.map();
+        for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
+            let Ok(present) = reply else { continue };
+            for ((owner, ids), still) in owners.iter().zip(present) {
+                let k = (key.clone(), owner.clone());
+                let Some(entry) = map.get_mut(&k) else { continue };
+                entry.valid_until = entry.valid_until.max(sent + keeper.lease);
+                for id in ids {
+                    if !still.contains(id) {
+                        if let Some(state) = entry.holds.remove(id) {
+                            state.mark_lost();
+                        }
+                    }
+                }
+                if entry.holds.is_empty() {
+                    map.remove(&k);
+                }
+            }
+        }
+    }
+    // whatever Redis said: a lease not renewed in time is lost
+    let now = Instant::now();
+    let mut map = keeper.map();
+    map.retain(|_, e| {
+        if e.valid_until <= now {
+            e.holds.values().for_each(|s| s.mark_lost());
+            false
+        } else {
+            true
+        }
+    });
+}

@@ -1,0 +1,390 @@
+//! The lock handle: acquiring, waiting, state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Inner;
+use crate::error::{Error, Result};
+use crate::guard::{Hold, ReadGuard, WriteGuard};
+use crate::keys;
+use crate::notify::Subscription;
+use crate::scripts::{Attempt, Mode, Target};
+use crate::slot;
+
+/// Pause between attempts after a Redis error, while a deadline allows retrying.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A distributed read/write lock, with the owner token it acquires as.
+///
+/// Cheap to clone; clones share the owner token, so they are the same owner (holds add
+/// up, as with a reentrant lock). [`with_owner`](Self::with_owner) gives the same lock
+/// with another owner.
+///
+/// ```no_run
+/// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+/// let lock = client.rwlock("orders:42")?;
+/// assert_eq!(lock.key(), "rwlock:{orders:42}");
+/// {
+///     let r1 = lock.read().await?;
+///     let r2 = client.rwlock("orders:42")?.read().await?; // another owner: readers share
+/// }
+/// let w = lock.write_timeout(std::time::Duration::from_secs(1)).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    pub(crate) inner: Arc<Inner>,
+    name: Arc<str>,
+    key: Arc<str>,
+    channel: Arc<str>,
+    slot: u16,
+    owner: Arc<str>,
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .field("slot", &self.slot)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// One owner's holds, as [`RwLock::state`] reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The owner token.
+    pub owner: String,
+    /// `Write` if the owner holds write (it may hold read too).
+    pub mode: Mode,
+    /// Number of holds (read and write).
+    pub count: u32,
+    /// Read holds.
+    pub read_holds: u32,
+    /// Write holds.
+    pub write_holds: u32,
+    /// Time left on the owner's lease, by the server's clock.
+    pub lease_left: Duration,
+}
+
+/// A snapshot of a lock, read in one call.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LockState {
+    /// `None` when no one holds the lock.
+    pub mode: Option<Mode>,
+    /// Every owner that holds, with its holds.
+    pub holders: Vec<Holder>,
+    /// The last fence granted, while the lock's hash exists.
+    pub fence: Option<u64>,
+    /// Owner tokens of queued writers, first first.
+    pub waiting_writers: Vec<String>,
+}
+
+enum Outcome {
+    Granted(Hold),
+    Busy(u64),
+}
+
+/// Undoes what a waiting acquire left in Redis when it ends without a grant: its place in
+/// the writer queue, and a grant whose reply was lost to an error.
+struct Leftovers {
+    lock: RwLock,
+    id: u64,
+    queued: bool,
+    uncertain: bool,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        if !self.queued && !self.uncertain {
+            return;
+        }
+        let (lock, id, queued, uncertain) = (self.lock.clone(), self.id, self.queued, self.uncertain);
+        lock.inner.clone().runtime.spawn(async move {
+            if uncertain {
+                let _ = lock.release_hold(id).await;
+            }
+            if queued {
+                let inner = &lock.inner;
+                let _ = inner.scripts.withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner).await;
+            }
+        });
+    }
+}
+
+impl RwLock {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String) -> RwLock {
+        let key = keys::lock_key(&inner.config.prefix, name);
+        let channel = keys::channel(&key);
+        RwLock {
+            slot: slot::key_slot(key.as_bytes()),
+            inner,
+            name: name.into(),
+            key: key.into(),
+            channel: channel.into(),
+            owner: owner.into(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hash key that holds the lock's state: `<prefix>:{<name>}`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The channel that release messages go to: `<key>:released` (same slot).
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The key's cluster hash slot, computed locally; equals `CLUSTER KEYSLOT <key>`.
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
+    /// The owner token this handle acquires as.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The same lock with an explicit owner token (e.g. a job id). Holds of one owner add
+    /// up, wherever they are taken; give each contender its own token.
+    pub fn with_owner(&self, owner: impl Into<String>) -> RwLock {
+        RwLock { owner: owner.into().into(), ..self.clone() }
+    }
+
+    /// Waits until a read hold is granted.
+    pub async fn read(&self) -> Result<ReadGuard> {
+        let hold = self.acquire(Mode::Read, None).await?;
+        Ok(ReadGuard { hold })
+    }
+
+    /// Waits until the write hold is granted.
+    pub async fn write(&self) -> Result<WriteGuard> {
+        let hold = self.acquire(Mode::Write, None).await?;
+        Ok(WriteGuard { hold })
+    }
+
+    /// Waits at most `timeout` for a read hold; [`Error::Timeout`] after that.
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
+        let hold = self.acquire(Mode::Read, Some(timeout)).await?;
+        Ok(ReadGuard { hold })
+    }
+
+    /// Waits at most `timeout` for the write hold; [`Error::Timeout`] after that.
+    pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
+        let hold = self.acquire(Mode::Write, Some(timeout)).await?;
+        Ok(WriteGuard { hold })
+    }
+
+    /// One attempt at a read hold; `None` when the lock is busy.
+    pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
+        Ok(self.try_acquire(Mode::Read).await?.map(|hold| ReadGuard { hold }))
+    }
+
+    /// One attempt at the write hold; `None` when the lock is busy. Does not queue.
+    pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
+        Ok(self.try_acquire(Mode::Write).await?.map(|hold| WriteGuard { hold }))
+    }
+
+    /// The lock's current state, read in one call (expired entries are left out).
+    pub async fn state(&self) -> Result<LockState> {
+        let inner = &self.inner;
+        let raw = inner.scripts.state(&inner.client, &inner.counters, &self.target()).await?;
+        let holders: Vec<Holder> = raw
+            .holders
+            .into_iter()
+            .map(|(owner, r, w, left)| Holder {
+                owner,
+                mode: if w > 0 { Mode::Write } else { Mode::Read },
+                count: r + w,
+                read_holds: r,
+                write_holds: w,
+                lease_left: Duration::from_millis(left),
+            })
+            .collect();
+        let mode = if holders.iter().any(|h| h.mode == Mode::Write) {
+            Some(Mode::Write)
+        } else if holders.is_empty() {
+            None
+        } else {
+            Some(Mode::Read)
+        };
+        Ok(LockState { mode, holders, fence: raw.fence, waiting_writers: raw.queued })
+    }
+
+    pub(crate) fn target(&self) -> Target<'_> {
+        Target { key: &self.key, channel: &self.channel, publish: self.inner.publish }
+    }
+
+    fn check_owner(&self) -> Result<()> {
+        if self.owner.is_empty() || self.owner.len() > 256 || self.owner.contains(char::is_whitespace) {
+            return Err(Error::InvalidConfig(format!(
+                "owner token {:?}: 1 to 256 bytes without whitespace",
+                self.owner
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn release_hold(&self, id: u64) -> Result<bool> {
+        let inner = &self.inner;
+        inner.scripts.release(&inner.client, &inner.counters, &self.target(), &self.owner, id).await
+    }
+
+    pub(crate) async fn downgrade_hold(&self, write_id: u64, read_id: u64) -> Result<Option<u64>> {
+        let inner = &self.inner;
+        inner
+            .scripts
+            .downgrade(&inner.client, &inner.counters, &self.target(), &self.owner, write_id, read_id, inner.lease_ms())
+            .await
+    }
+
+    async fn try_acquire(&self, mode: Mode) -> Result<Option<Hold>> {
+        self.check_owner()?;
+        let id = self.inner.next_hold_id();
+        let mut leftovers = Leftovers { lock: self.clone(), id, queued: false, uncertain: true };
+        let outcome = self.attempt(mode, id, false).await;
+        leftovers.uncertain = matches!(outcome, Err(Error::Redis(_)));
+        match outcome? {
+            Outcome::Granted(hold) => Ok(Some(hold)),
+            Outcome::Busy(_) => Ok(None),
+        }
+    }
+
+    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
+    /// this waiter or the deadline the attempt returned, again.
+    async fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Hold> {
+        self.check_owner()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let timed_out = || Error::Timeout(timeout.unwrap_or_default());
+        let inner = &self.inner;
+        let id = inner.next_hold_id();
+        let write = mode == Mode::Write;
+        let mut leftovers = Leftovers { lock: self.clone(), id, queued: false, uncertain: false };
+        let mut sub: Option<Subscription> = None;
+        let refresh = inner.config.lease / 3;
+        loop {
+            if sub.is_none() {
+                if let Some(n) = &inner.notifier {
+                    sub = Some(n.join(&self.channel).await);
+                }
+            }
+            leftovers.uncertain = true;
+            let outcome = match deadline {
+                None => self.attempt(mode, id, write).await,
+                Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, write)).await {
+                    Ok(o) => o,
+                    Err(_) => return Err(timed_out()),
+                },
+            };
+            let wait = match outcome {
+                Ok(Outcome::Granted(hold)) => {
+                    leftovers.uncertain = false;
+                    leftovers.queued = false;
+                    return Ok(hold);
+                }
+                Ok(Outcome::Busy(wait_ms)) => {
+                    leftovers.uncertain = false;
+                    leftovers.queued = write;
+                    // the queue entry lives one lease: come back before it lapses
+                    Duration::from_millis(wait_ms).min(refresh)
+                }
+                // a failover or reconnect in progress: try again while time is left
+                Err(Error::Redis(_)) if deadline.is_some() => ERROR_BACKOFF,
+                Err(e) => return Err(e),
+            };
+            let until = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(timed_out());
+                    }
+                    (now + wait).min(d)
+                }
+                None => Instant::now() + wait,
+            };
+            match sub.as_mut().filter(|s| s.is_live()) {
+                Some(s) => {
+                    let owner = &self.owner;
+                    tokio::select! {
+                        _ = async { while !s.next().await.concerns(write, owner) {} } => {}
+                        _ = tokio::time::sleep_until(until) => {}
+                    }
+                }
+                None => tokio::time::sleep_until(until).await,
+            }
+            if let Some(d) = deadline {
+                if Instant::now() >= d {
+                    return Err(timed_out());
+                }
+            }
+        }
+    }
+
+    /// One attempt, run as a task of its own: if the caller goes away after the grant
+    /// landed, the hold is released instead of leaking.
+    async fn attempt(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let lock = self.clone();
+        self.inner.runtime.spawn(async move {
+            let result = lock.attempt_here(mode, id, queue).await;
+            // a dropped receiver drops the hold, which releases it
+            let _ = tx.send(result);
+        });
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    async fn attempt_here(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
+        let inner = &self.inner;
+        let sent = Instant::now();
+        let attempt = inner
+            .scripts
+            .acquire(&inner.client, &inner.counters, &self.target(), mode, &self.owner, id, inner.lease_ms(), queue)
+            .await?;
+        match attempt {
+            Attempt::Granted { fence } => {
+                let hold = Hold::new(self.clone(), id, fence, mode, sent);
+                if let Some((wanted, timeout)) = inner.config.replica_acks {
+                    let acked = self.wait_replicas(wanted, timeout).await;
+                    match acked {
+                        Ok(acked) if acked >= wanted => {}
+                        Ok(acked) => {
+                            let _ = hold.release().await;
+                            return Err(Error::NotReplicated { wanted, acked });
+                        }
+                        Err(e) => {
+                            let _ = hold.release().await;
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(Outcome::Granted(hold))
+            }
+            Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
+            Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
+        }
+    }
+
+    /// WAIT on the master of the lock's slot (the node that ran the script).
+    async fn wait_replicas(&self, wanted: u32, timeout: Duration) -> Result<u32> {
+        use fred::interfaces::ClientLike;
+        use fred::types::{ClusterHash, CustomCommand};
+        let inner = &self.inner;
+        inner.counters.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(self.slot), false);
+        let acked: i64 = inner
+            .client
+            .custom(cmd, vec![i64::from(wanted), timeout.as_millis() as i64])
+            .await?;
+        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+    }
+}

@@ -1,0 +1,64 @@
+-- acquire.lua: one attempt to take a read or write hold.
+--
+-- KEYS[1]  lock hash; KEYS[2] release channel
+-- ARGV[1]  'r' or 'w'
+-- ARGV[2]  owner token
+-- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted twice)
+-- ARGV[4]  lease in ms
+-- ARGV[5]  '1': a write attempt that fails joins the writer queue (or keeps its place)
+-- ARGV[6]  publish command: 'spublish', 'publish', or '' for none
+-- Returns
+--   {1, fence}    granted (fence as a decimal string)
+--   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
+--   {-1}          write asked by an owner that holds only read: upgrade deadlock
+--   {-3, type}, {-4, field}: see prelude
+local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local mine = owners[owner]
+if mine ~= nil then
+  for _, h in ipairs(mine.holds) do
+    if h[2] == id then return {1, h[3]} end
+  end
+end
+
+local granted = false
+if mode == 'w' then
+  if mine ~= nil then
+    if writer() ~= owner then return {-1} end
+    granted = true
+  elseif next(owners) == nil then
+    local h = head()
+    granted = (h == nil or h == owner)
+  end
+else
+  -- an owner that holds may always add a hold; others wait for writers, held or queued
+  granted = mine ~= nil or (writer() == nil and head() == nil)
+end
+
+if granted then
+  local f = next_fence()
+  if mine == nil then
+    mine = {deadline = 0, holds = {}}
+    owners[owner] = mine
+  end
+  mine.holds[#mine.holds + 1] = {mode, id, f}
+  if now + lease > mine.deadline then mine.deadline = now + lease end
+  save_owner(owner)
+  if queue[owner] ~= nil then
+    queue[owner] = nil
+    redis.call('HDEL', key, 'q:' .. owner)
+  end
+  finish(ARGV[6])
+  return {1, f}
+end
+
+if mode == 'w' and ARGV[5] == '1' then
+  local q = queue[owner]
+  if q == nil then
+    q = {seq = now_us, deadline = 0}
+    queue[owner] = q
+  end
+  q.deadline = now + lease
+  redis.call('HSET', key, 'q:' .. owner, fmt(q.seq) .. ' ' .. fmt(q.deadline))
+end
+finish(ARGV[6])
+return {0, wait_ms(owner, lease)}

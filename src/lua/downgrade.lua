@@ -1,0 +1,32 @@
+-- downgrade.lua: turns one write hold into a read hold in one step, so that no writer
+-- can get in between.
+--
+-- KEYS[1]  lock hash; KEYS[2] release channel
+-- ARGV[1]  owner token
+-- ARGV[2]  id of the write hold
+-- ARGV[3]  id of the new read hold
+-- ARGV[4]  lease in ms
+-- ARGV[5]  publish command: 'spublish', 'publish', or ''
+-- Returns
+--   {1, fence}  the read hold, with a new fence
+--   {0}         no such write hold (its lease had run out)
+--   {-3, type}, {-4, field}: see prelude
+local owner, wid, rid, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local mine = owners[owner]
+if mine ~= nil then
+  for i, h in ipairs(mine.holds) do
+    if h[2] == rid then return {1, h[3]} end
+  end
+  for i, h in ipairs(mine.holds) do
+    if h[2] == wid and h[1] == 'w' then
+      local f = next_fence()
+      mine.holds[i] = {'r', rid, f}
+      if now + lease > mine.deadline then mine.deadline = now + lease end
+      save_owner(owner)
+      finish(ARGV[5])
+      return {1, f}
+    end
+  end
+end
+finish(ARGV[5])
+return {0}

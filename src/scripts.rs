@@ -1,0 +1,348 @@
+//! The lock's algorithm: Lua scripts over one hash per lock, and their raw calls.
+//!
+//! This module is the state machine; [`RwLock`](crate::RwLock) and the guards wrap it
+//! in a safe API. Every script touches one key and its channel (one slot), reads the
+//! server's `TIME` (never a client clock), drops expired entries first, and leaves the
+//! key's TTL on the latest live deadline, so a lock whose holders all died disappears.
+//!
+//! # Hash layout
+//!
+//! One hash per lock at `<prefix>:{<name>}`:
+//!
+//! | field | value | meaning |
+//! |---|---|---|
+//! | `mode` | `read` or `write` | current mode (absent when no one holds) |
+//! | `fence` | decimal | the last fence granted |
+//! | `o:<owner>` | `<deadline-ms> <hold> <hold> ...` | an owner's holds and its lease deadline (server ms) |
+//! | `q:<owner>` | `<seq-us> <deadline-ms>` | a queued writer: its place and the deadline of its intent |
+//!
+//! A hold is `<r|w><id>:<fence>`: its mode, the id the client gave it (unique per owner,
+//! so that a retried call never takes or gives back a second hold) and its fence.
+//! A hold of 100 readers costs about 70 bytes each (the hash stays a listpack).
+//!
+//! # Rules
+//! - Write is granted when no one holds and no writer is queued ahead; read when no
+//!   writer holds or is queued (writer preference). An owner that holds may always add a
+//!   hold of the same mode, and a writer may also add read holds; an owner holding only
+//!   read that asks for write gets `UpgradeDeadlock`.
+//! - A write attempt that fails queues the writer (first come, first served); the queue
+//!   entry lives for one lease and is refreshed by each attempt.
+//! - Fence = max(last fence + 1, server time in µs): strictly increasing, also when the
+//!   hash is deleted and created again or a promoted replica missed the last grants
+//!   (as long as the masters' clocks do not step back).
+//! - Releases publish on `<key>:released` who may proceed: `w <owner>` (the first queued
+//!   writer), `*` (anyone) or `r` (readers).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+use fred::types::{ClusterHash, CustomCommand};
+
+use crate::error::{Error, Result};
+
+macro_rules! lua {
+    ($file:literal) => {
+        concat!(include_str!("lua/prelude.lua"), "\n", include_str!(concat!("lua/", $file)))
+    };
+}
+
+/// The lock scripts, as loaded on the servers.
+pub(crate) struct Scripts {
+    acquire: Script,
+    release: Script,
+    downgrade: Script,
+    renew: Script,
+    withdraw: Script,
+    state: Script,
+}
+
+/// Counters of what the client sent, for benchmarks and diagnostics.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub attempts: AtomicU64,
+    pub round_trips: AtomicU64,
+    pub reloads: AtomicU64,
+}
+
+/// Outcome of one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    Granted { fence: u64 },
+    Busy { wait_ms: u64 },
+    UpgradeDeadlock,
+}
+
+/// Mode of a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Shared.
+    Read,
+    /// Exclusive.
+    Write,
+}
+
+impl Mode {
+    fn arg(self) -> &'static str {
+        match self {
+            Mode::Read => "r",
+            Mode::Write => "w",
+        }
+    }
+}
+
+/// Keys and arguments every call needs.
+pub(crate) struct Target<'a> {
+    pub key: &'a str,
+    pub channel: &'a str,
+    pub publish: &'a str,
+}
+
+impl Scripts {
+    pub fn new() -> Scripts {
+        Scripts {
+            acquire: Script::from_lua(lua!("acquire.lua")),
+            release: Script::from_lua(lua!("release.lua")),
+            downgrade: Script::from_lua(lua!("downgrade.lua")),
+            renew: Script::from_lua(lua!("renew.lua")),
+            withdraw: Script::from_lua(lua!("withdraw.lua")),
+            state: Script::from_lua(lua!("state.lua")),
+        }
+    }
+
+    /// Loads every script on every master (done at connect; a promoted replica may still
+    /// lack them, which `run` repairs).
+    pub async fn load_all(&self, client: &Client) -> Result<()> {
+        for s in [&self.acquire, &self.release, &self.downgrade, &self.renew, &self.withdraw, &self.state] {
+            s.load(client).await?;
+        }
+        Ok(())
+    }
+
+    /// EVALSHA, loading the script again on NOSCRIPT.
+    async fn run(&self, client: &Client, counters: &Counters, script: &Script, t: &Target<'_>, args: Vec<String>) -> Result<Value> {
+        let keys = vec![t.key.to_string(), t.channel.to_string()];
+        counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        match client.evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone()).await {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                counters.reloads.fetch_add(1, Ordering::Relaxed);
+                counters.round_trips.fetch_add(2, Ordering::Relaxed);
+                script.load(client).await?;
+                Ok(client.evalsha(script.sha1().clone(), keys, args).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn acquire(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        mode: Mode,
+        owner: &str,
+        hold: u64,
+        lease_ms: u64,
+        queue: bool,
+    ) -> Result<Attempt> {
+        counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let args = vec![
+            mode.arg().to_string(),
+            owner.to_string(),
+            hold.to_string(),
+            lease_ms.to_string(),
+            if queue { "1" } else { "0" }.to_string(),
+            t.publish.to_string(),
+        ];
+        let reply = self.run(client, counters, &self.acquire, t, args).await?;
+        let parts = status(t.key, reply)?;
+        match code(&parts)? {
+            1 => Ok(Attempt::Granted { fence: number(parts.get(1))? }),
+            0 => Ok(Attempt::Busy { wait_ms: number(parts.get(1))? }),
+            -1 => Ok(Attempt::UpgradeDeadlock),
+            c => Err(Error::Protocol(format!("acquire returned code {c}"))),
+        }
+    }
+
+    /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
+    pub async fn release(&self, client: &Client, counters: &Counters, t: &Target<'_>, owner: &str, hold: u64) -> Result<bool> {
+        let args = vec![owner.to_string(), hold.to_string(), t.publish.to_string()];
+        let parts = status(t.key, self.run(client, counters, &self.release, t, args).await?)?;
+        Ok(code(&parts)? == 1)
+    }
+
+    /// The new read hold's fence, or `None` when the write hold was gone.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn downgrade(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        owner: &str,
+        write_hold: u64,
+        read_hold: u64,
+        lease_ms: u64,
+    ) -> Result<Option<u64>> {
+        let args = vec![
+            owner.to_string(),
+            write_hold.to_string(),
+            read_hold.to_string(),
+            lease_ms.to_string(),
+            t.publish.to_string(),
+        ];
+        let parts = status(t.key, self.run(client, counters, &self.downgrade, t, args).await?)?;
+        match code(&parts)? {
+            1 => Ok(Some(number(parts.get(1))?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// For each owner, the ids of the holds it still has.
+    pub async fn renew(&self, client: &Client, counters: &Counters, t: &Target<'_>, lease_ms: u64, owners: &[&str]) -> Result<Vec<Vec<u64>>> {
+        let mut args = vec![lease_ms.to_string(), t.publish.to_string()];
+        args.extend(owners.iter().map(|o| o.to_string()));
+        parse_renew(t.key, self.run(client, counters, &self.renew, t, args).await?)
+    }
+
+    pub async fn withdraw(&self, client: &Client, counters: &Counters, t: &Target<'_>, owner: &str) -> Result<()> {
+        let args = vec![owner.to_string(), t.publish.to_string()];
+        status(t.key, self.run(client, counters, &self.withdraw, t, args).await?)?;
+        Ok(())
+    }
+
+    /// `(fence, [(owner, read holds, write holds, lease left ms)], queued writers)`.
+    pub async fn state(&self, client: &Client, counters: &Counters, t: &Target<'_>) -> Result<RawState> {
+        let parts = status(t.key, self.run(client, counters, &self.state, t, vec![t.publish.to_string()]).await?)?;
+        let fence = match parts.get(1).map(text).transpose()? {
+            Some(s) if !s.is_empty() => Some(s.parse().map_err(|_| Error::Protocol(format!("fence {s:?}")))?),
+            _ => None,
+        };
+        let (Some(Value::Array(held)), Some(Value::Array(queued))) = (parts.get(2), parts.get(3)) else {
+            return Err(Error::Protocol("state: missing lists".into()));
+        };
+        let mut holders = Vec::new();
+        for chunk in held.chunks(4) {
+            let [o, r, w, left] = chunk else {
+                return Err(Error::Protocol("state: short holder entry".into()));
+            };
+            holders.push((text(o)?, int(r)? as u32, int(w)? as u32, int(left)?.max(0) as u64));
+        }
+        let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
+        Ok(RawState { fence, holders, queued })
+    }
+}
+
+pub(crate) struct RawState {
+    pub fence: Option<u64>,
+    pub holders: Vec<(String, u32, u32, u64)>,
+    pub queued: Vec<String>,
+}
+
+/// The reply as a list, with the prelude's error codes turned into errors.
+fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
+    let Value::Array(parts) = reply else {
+        return Err(Error::Protocol(format!("expected a list, got {reply:?}")));
+    };
+    match code(&parts)? {
+        -3 => Err(Error::WrongType { key: key.to_string(), found: text_or(parts.get(1)) }),
+        -4 => Err(Error::Corrupt { key: key.to_string(), field: text_or(parts.get(1)) }),
+        _ => Ok(parts),
+    }
+}
+
+fn code(parts: &[Value]) -> Result<i64> {
+    parts.first().map(int).transpose()?.ok_or_else(|| Error::Protocol("empty reply".into()))
+}
+
+fn int(v: &Value) -> Result<i64> {
+    match v {
+        Value::Integer(i) => Ok(*i),
+        other => text(other)?.parse().map_err(|_| Error::Protocol(format!("expected an integer, got {other:?}"))),
+    }
+}
+
+fn number(v: Option<&Value>) -> Result<u64> {
+    let v = v.ok_or_else(|| Error::Protocol("missing number".into()))?;
+    let i = int(v)?;
+    u64::try_from(i).map_err(|_| Error::Protocol(format!("negative number {i}")))
+}
+
+fn text(v: &Value) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s.to_string()),
+        Value::Bytes(b) => String::from_utf8(b.to_vec()).map_err(|_| Error::Protocol("invalid UTF-8 in reply".into())),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Null => Ok(String::new()),
+        other => Err(Error::Protocol(format!("expected text, got {other:?}"))),
+    }
+}
+
+fn text_or(v: Option<&Value>) -> String {
+    v.and_then(|v| text(v).ok()).unwrap_or_else(|| "?".into())
+}
+
+/// One lock's renewal in a batch: key, channel, owners.
+pub(crate) struct RenewItem {
+    pub key: String,
+    pub channel: String,
+    pub owners: Vec<String>,
+}
+
+impl Scripts {
+    /// Renews many locks in one pipeline (one round trip per master); the result for each
+    /// item is what [`renew`](Self::renew) returns.
+    pub async fn renew_batch(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        publish: &str,
+        lease_ms: u64,
+        items: &[RenewItem],
+    ) -> Vec<Result<Vec<Vec<u64>>>> {
+        let pipeline = client.pipeline();
+        for item in items {
+            let mut args = vec![
+                self.renew.sha1().to_string(),
+                "2".to_string(),
+                item.key.clone(),
+                item.channel.clone(),
+                lease_ms.to_string(),
+                publish.to_string(),
+            ];
+            args.extend(item.owners.iter().cloned());
+            let slot = crate::slot::key_slot(item.key.as_bytes());
+            let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
+            let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
+        }
+        counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let t = Target { key: &item.key, channel: &item.channel, publish };
+            let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
+            let parsed = match replies.get(i) {
+                Some(Ok(v)) => parse_renew(&item.key, v.clone()),
+                // NOSCRIPT (a promoted replica) and anything else: once more on its own
+                _ => self.renew(client, counters, &t, lease_ms, &owners).await,
+            };
+            out.push(parsed);
+        }
+        out
+    }
+}
+
+fn parse_renew(key: &str, reply: Value) -> Result<Vec<Vec<u64>>> {
+    let parts = status(key, reply)?;
+    let Some(Value::Array(list)) = parts.get(1) else {
+        return Err(Error::Protocol("renew: no list".into()));
+    };
+    list.iter()
+        .map(|v| {
+            text(v)?
+                .split_whitespace()
+                .map(|id| id.parse().map_err(|_| Error::Protocol(format!("renew: hold id {id:?}"))))
+                .collect()
+        })
+        .collect()
+}
