@@ -702,6 +702,26 @@ impl TestCluster {
         Err(TestkitError::Command(format!("no node reports an owner for slot {slot}")))
     }
 
+    /// Every key matching `pattern` (a KEYS glob) on the masters that are up.
+    pub async fn keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            let lines = admin::cluster_nodes(node.info.port).await?;
+            if !lines.iter().any(|l| l.flags.contains("myself") && l.is_master()) {
+                continue;
+            }
+            let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
+            if let fred::prelude::Value::Array(keys) = reply {
+                out.extend(keys.into_iter().filter_map(|k| k.into_string()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     fn node(&self, index: usize) -> Result<&Node, TestkitError> {
         self.nodes.get(index).ok_or(TestkitError::NoSuchNode(index))
     }

@@ -1,0 +1,38 @@
+//! Helpers shared by the lock tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::{LockClient, LockConfig};
+
+pub async fn cluster() -> &'static TestCluster {
+    TestCluster::shared().await.expect("test cluster")
+}
+
+/// A prefix no other test uses.
+pub fn prefix(test: &str) -> String {
+    format!("t-{test}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+pub async fn client_with(cluster: &TestCluster, config: impl FnOnce(LockConfig) -> LockConfig) -> LockClient {
+    LockClient::connect(config(LockConfig::cluster(cluster.seed_urls()))).await.expect("lock client")
+}
+
+pub async fn client(cluster: &TestCluster, prefix: &str) -> LockClient {
+    client_with(cluster, |c| c.prefix(prefix)).await
+}
+
+/// Waits (up to 3 s, for background releases) until no key with `prefix` is left.
+pub async fn assert_no_keys(cluster: &TestCluster, prefix: &str) {
+    let pattern = format!("{prefix}:*");
+    let mut left = Vec::new();
+    for _ in 0..60 {
+        left = cluster.keys_matching(&pattern).await.expect("KEYS");
+        if left.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("keys left with prefix {prefix}: {left:?}");
+}

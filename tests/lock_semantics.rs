@@ -1,0 +1,398 @@
+//! The lock's rules, one test each, against the six-node cluster.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::{Error, LockClient, LockConfig, Mode};
+use common::{assert_no_keys, client, client_with, cluster, prefix};
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_agrees_with_cluster_keyslot_for_odd_names() {
+    let cluster = cluster().await;
+    let p = prefix("slot");
+    let client = client(cluster, &p).await;
+    let long = "x".repeat(1024);
+    let names = [
+        "orders:42",
+        "a}b",
+        "{inner}",
+        "x{y}z",
+        "{}",
+        "a{}b",
+        "{{}}",
+        "ünïcødé:ключ:鍵",
+        "🔒",
+        " spaced name ",
+        long.as_str(),
+    ];
+    for name in names {
+        let lock = client.rwlock(name).expect("valid name");
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let server: u16 = client.redis().custom(cmd, vec!["KEYSLOT", lock.key()]).await.expect("KEYSLOT");
+        assert_eq!(lock.slot(), server, "slot of {:?}", lock.key());
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let channel: u16 = client.redis().custom(cmd, vec!["KEYSLOT", lock.channel()]).await.expect("KEYSLOT");
+        assert_eq!(channel, server, "channel of {name:?} in the key's slot");
+        // and the lock works there
+        lock.write().await.expect("write").release().await.expect("release");
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_spread_over_all_three_masters() {
+    let cluster = cluster().await;
+    let p = prefix("spread");
+    let client = client(cluster, &p).await;
+    let mut masters = HashSet::new();
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        let lock = client.rwlock(&format!("job-{i}")).unwrap();
+        masters.insert(cluster.master_for_slot(lock.slot()).await.unwrap().port);
+        guards.push(lock.write().await.expect("write"));
+    }
+    assert_eq!(masters.len(), 3, "30 names on all three masters");
+    for g in guards {
+        g.release().await.expect("release");
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_and_config_are_typed_errors() {
+    let cluster = cluster().await;
+    let p = prefix("bad");
+    let client = client(cluster, &p).await;
+    assert!(matches!(client.rwlock(""), Err(Error::InvalidName(_))));
+    assert!(matches!(client.rwlock(&"n".repeat(1025)), Err(Error::InvalidName(_))));
+    assert!(matches!(client.rwlock("}x"), Err(Error::InvalidName(_))));
+    let bad_prefix = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).prefix("a{b}")).await;
+    assert!(matches!(bad_prefix, Err(Error::InvalidConfig(_))));
+    let zero_lease = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(Duration::ZERO)).await;
+    assert!(matches!(zero_lease, Err(Error::InvalidConfig(_))));
+    let lock = client.rwlock("owner-check").unwrap();
+    assert!(matches!(lock.with_owner("").try_write().await, Err(Error::InvalidConfig(_))));
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_writers_exclude() {
+    let cluster = cluster().await;
+    let p = prefix("share");
+    let client = client(cluster, &p).await;
+    let a = client.rwlock("res").unwrap();
+    let b = client.rwlock("res").unwrap();
+    let c = client.rwlock("res").unwrap();
+    assert_ne!(a.owner(), b.owner());
+
+    let ra = a.read().await.unwrap();
+    let rb = b.try_read().await.unwrap().expect("readers share");
+    assert!(c.try_write().await.unwrap().is_none(), "no writer while read");
+    let state = a.state().await.unwrap();
+    assert_eq!(state.mode, Some(Mode::Read));
+    assert_eq!(state.holders.len(), 2);
+    assert!(rb.fence() > ra.fence());
+    ra.release().await.unwrap();
+    rb.release().await.unwrap();
+
+    let wc = c.try_write().await.unwrap().expect("free");
+    assert!(a.try_read().await.unwrap().is_none(), "no reader while written");
+    assert!(b.try_write().await.unwrap().is_none(), "no second writer");
+    assert_eq!(a.state().await.unwrap().mode, Some(Mode::Write));
+    wc.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_rules() {
+    let cluster = cluster().await;
+    let p = prefix("reent");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let same_owner = lock.clone();
+    let other = client.rwlock("res").unwrap();
+
+    // write twice, then read, by one owner
+    let w1 = lock.write().await.unwrap();
+    let w2 = same_owner.try_write().await.unwrap().expect("reentrant write");
+    let r1 = lock.try_read().await.unwrap().expect("a writer may read");
+    let state = lock.state().await.unwrap();
+    assert_eq!(state.holders.len(), 1);
+    assert_eq!((state.holders[0].write_holds, state.holders[0].read_holds), (2, 1));
+    assert!(w1.fence() < w2.fence() && w2.fence() < r1.fence());
+
+    // each guard gives back exactly its own hold
+    w1.release().await.unwrap();
+    assert!(other.try_read().await.unwrap().is_none(), "still written by w2");
+    w2.release().await.unwrap();
+    // only the read hold is left: another reader may join, a writer may not
+    let ro = other.try_read().await.unwrap().expect("read mode now");
+    assert!(client.rwlock("res").unwrap().try_write().await.unwrap().is_none());
+
+    // an owner that holds only read gets UpgradeDeadlock at once
+    let began = Instant::now();
+    assert!(matches!(lock.write().await, Err(Error::UpgradeDeadlock)));
+    assert!(matches!(lock.try_write().await, Err(Error::UpgradeDeadlock)));
+    assert!(began.elapsed() < Duration::from_secs(1));
+    // reentrant read while holding read
+    let r2 = lock.read().await.unwrap();
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    ro.release().await.unwrap();
+    // a released guard's hold is gone: releasing twice is impossible by type, and a
+    // hold that is gone reports LockLost
+    let w = lock.write().await.unwrap();
+    client.redis().del::<i64, _>(lock.key()).await.unwrap();
+    assert!(matches!(w.release().await, Err(Error::LockLost)));
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downgrade_lets_readers_in_but_no_writer() {
+    let cluster = cluster().await;
+    let p = prefix("down");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let writer = client.rwlock("res").unwrap();
+    let reader = client.rwlock("res").unwrap();
+
+    let w = lock.write().await.unwrap();
+    let fence = w.fence();
+    // a writer is waiting the whole time
+    let waiting = tokio::spawn({
+        let writer = writer.clone();
+        async move { writer.write().await.map(|g| g.fence()) }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = w.downgrade().await.unwrap();
+    assert!(r.fence() > fence);
+    assert_eq!(lock.state().await.unwrap().mode, Some(Mode::Read));
+    assert!(!waiting.is_finished(), "no writer between write and read");
+    // the queued writer keeps new readers out (writer preference)...
+    assert!(reader.try_read().await.unwrap().is_none());
+    // ...and gets the lock once the downgraded read is released
+    r.release().await.unwrap();
+    let wf = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+    assert!(wf > fence);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_no_keys_after_release(&client, &writer).await;
+    assert_no_keys(cluster, &p).await;
+}
+
+/// The spawned writer's guard was dropped when its task ended: wait for that release.
+async fn assert_no_keys_after_release(_client: &LockClient, lock: &cluster_rwlock::RwLock) {
+    for _ in 0..60 {
+        if lock.state().await.unwrap().holders.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("holds left: {:?}", lock.state().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_is_not_starved_by_overlapping_readers() {
+    let cluster = cluster().await;
+    let p = prefix("starve");
+    let client = client(cluster, &p).await;
+    let writer_client = client_with(cluster, |c| c.prefix(&p)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hold = Duration::from_millis(40);
+    let mut readers = Vec::new();
+    for i in 0..4 {
+        let lock = client.rwlock("res").unwrap();
+        let stop = stop.clone();
+        readers.push(tokio::spawn(async move {
+            tokio::time::sleep(hold * i / 4).await;
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let g = lock.read().await.unwrap();
+                tokio::time::sleep(hold).await;
+                g.release().await.unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let writer = writer_client.rwlock("res").unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..10 {
+        let began = Instant::now();
+        let g = writer.write_timeout(Duration::from_secs(2)).await.expect("writer served under reads");
+        waits.push(began.elapsed());
+        g.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut reads = 0;
+    for r in readers {
+        reads += r.await.unwrap();
+    }
+    let max = waits.iter().max().unwrap();
+    eprintln!("writer waits under 4 overlapping readers: {waits:?}; reads {reads}");
+    // bound: the longest read hold in progress (40 ms) plus hand-off slack
+    assert!(*max < Duration::from_millis(400), "writer waited {max:?}");
+    assert!(reads > 10, "readers made progress too");
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_strictly_increase_across_release_and_recreation() {
+    let cluster = cluster().await;
+    let p = prefix("fence");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let mut last = 0;
+    for i in 0..50 {
+        let g = if i % 3 == 0 { lock.read().await.unwrap().fence() } else {
+            let w = lock.write().await.unwrap();
+            let f = w.fence();
+            w.release().await.unwrap();
+            f
+        };
+        assert!(g > last, "fence {g} after {last}");
+        last = g;
+        if i % 3 == 0 {
+            // the read guard was dropped: its release runs in the background
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if i % 10 == 5 {
+            // the hash disappears and comes back
+            client.redis().del::<i64, _>(lock.key()).await.unwrap();
+        }
+    }
+    // another client (another connection) continues above
+    let other = client_with(cluster, |c| c.prefix(&p)).await;
+    let g = other.rwlock("res").unwrap().write().await.unwrap();
+    assert!(g.fence() > last);
+    g.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_are_accurate_to_100ms() {
+    let cluster = cluster().await;
+    let p = prefix("timeout");
+    let client = client(cluster, &p).await;
+    let holder = client.rwlock("res").unwrap().write().await.unwrap();
+    let lock = client.rwlock("res").unwrap();
+    for ms in [50u64, 200, 700] {
+        let began = Instant::now();
+        let res = lock.write_timeout(Duration::from_millis(ms)).await;
+        let took = began.elapsed();
+        assert!(matches!(res, Err(Error::Timeout(d)) if d == Duration::from_millis(ms)));
+        assert!(took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100), "write_timeout({ms} ms) took {took:?}");
+        let began = Instant::now();
+        let res = lock.read_timeout(Duration::from_millis(ms)).await;
+        let took = began.elapsed();
+        assert!(matches!(res, Err(Error::Timeout(_))));
+        assert!(took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100), "read_timeout({ms} ms) took {took:?}");
+    }
+    // the timed-out writer left the queue: once the holder is gone the key is gone
+    holder.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_leave_nothing_behind() {
+    let cluster = cluster().await;
+    let p = prefix("cancel");
+    let client = client(cluster, &p).await;
+    let holder = client.rwlock("res").unwrap().write().await.unwrap();
+    // waiters cancelled while waiting, at various points
+    for i in 0..20u64 {
+        let lock = client.rwlock("res").unwrap();
+        let task = tokio::spawn(async move {
+            if i % 2 == 0 {
+                lock.write().await.map(|_| ())
+            } else {
+                lock.read().await.map(|_| ())
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(i * 3)).await;
+        task.abort();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let state = client.rwlock("res").unwrap().state().await.unwrap();
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    assert!(state.waiting_writers.is_empty(), "cancelled writers left the queue: {state:?}");
+    holder.release().await.unwrap();
+
+    // acquires on a free lock cancelled at any point, also right after the grant landed
+    for i in 0..40u64 {
+        let lock = client.rwlock("free").unwrap();
+        let task = tokio::spawn(async move {
+            let g = lock.write().await;
+            std::future::pending::<()>().await;
+            drop(g);
+        });
+        tokio::time::sleep(Duration::from_micros(i * 150)).await;
+        task.abort();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let state = client.rwlock("free").unwrap().state().await.unwrap();
+    assert!(state.holders.is_empty() && state.waiting_writers.is_empty(), "{state:?}");
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_short_lease_alive() {
+    let cluster = cluster().await;
+    let p = prefix("watchdog");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(2))).await;
+    let other = client.rwlock("res").unwrap();
+    let g = client.rwlock("res").unwrap().write().await.unwrap();
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(8) {
+        assert!(other.try_write().await.unwrap().is_none(), "still held at {:?}", began.elapsed());
+        let left = other.state().await.unwrap().holders[0].lease_left;
+        assert!(left <= Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(!g.is_lost());
+    assert!(client.stats().renewal_rounds >= 8, "{:?}", client.stats());
+    g.release().await.expect("still ours after 8 s");
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_the_hash_is_deleted() {
+    let cluster = cluster().await;
+    let p = prefix("lost");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let lock = client.rwlock("res").unwrap();
+    let g = lock.write().await.unwrap();
+    let r = client.rwlock("other").unwrap().read().await.unwrap();
+    client.redis().del::<i64, _>(lock.key()).await.unwrap();
+    let deleted = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), g.lost()).await.expect("lost() resolves");
+    let told = deleted.elapsed();
+    assert!(g.is_lost());
+    assert!(told <= Duration::from_millis(300 + 200), "told after {told:?} (renewal every 300 ms)");
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    // an unrelated hold is untouched
+    assert!(!r.is_lost());
+    r.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_off_still_waits_and_wakes() {
+    let cluster = cluster().await;
+    let p = prefix("nonotify");
+    let client = client_with(cluster, |c| c.prefix(&p).notifications(false).lease(Duration::from_secs(3))).await;
+    let g = client.rwlock("res").unwrap().write().await.unwrap();
+    let lock = client.rwlock("res").unwrap();
+    let waiter = tokio::spawn(async move { lock.write_timeout(Duration::from_secs(5)).await.map(|g| g.fence()) });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let f = g.fence();
+    g.release().await.unwrap();
+    let wf = waiter.await.unwrap().expect("woken by its timer");
+    assert!(wf > f);
+    assert_no_keys(cluster, &p).await;
+}
