@@ -147,7 +147,11 @@ impl LockClient {
         } else {
             None
         };
-        let start = u64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap_or([1; 8])) >> 17;
+        let start = u64::from_le_bytes(
+            uuid::Uuid::new_v4().as_bytes()[..8]
+                .try_into()
+                .unwrap_or([1; 8]),
+        ) >> 17;
         let inner = Inner {
             client,
             notifier,
@@ -160,7 +164,9 @@ impl LockClient {
             next_hold: AtomicU64::new(start),
             closed: AtomicBool::new(false),
         };
-        Ok(LockClient { inner: Arc::new(inner) })
+        Ok(LockClient {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The lock `name`, with a fresh owner token (a UUID): two calls give two owners that
@@ -170,7 +176,11 @@ impl LockClient {
     /// or starts with `}`.
     pub fn rwlock(&self, name: &str) -> Result<RwLock> {
         keys::check_name(name)?;
-        Ok(RwLock::new(self.inner.clone(), name, uuid::Uuid::new_v4().simple().to_string()))
+        Ok(RwLock::new(
+            self.inner.clone(),
+            name,
+            uuid::Uuid::new_v4().simple().to_string(),
+        ))
     }
 
     /// The configuration in use.
@@ -193,7 +203,11 @@ impl LockClient {
             renewal_rounds: self.inner.keeper.rounds.load(Ordering::Relaxed),
             renewals: self.inner.keeper.renewals.load(Ordering::Relaxed),
             held: self.inner.keeper.held() as u64,
-            subscriptions: self.inner.notifier.as_ref().map_or(0, |n| n.channel_count()) as u64,
+            subscriptions: self
+                .inner
+                .notifier
+                .as_ref()
+                .map_or(0, |n| n.channel_count()) as u64,
         }
     }
 

@@ -57,7 +57,9 @@ impl LockConfig {
     /// assert!(LockConfig::from_url("http://nope").is_err());
     /// ```
     pub fn from_url(url: &str) -> Result<LockConfig> {
-        let config = Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+        check_scheme(url)?;
+        let config =
+            Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
         let clustered = matches!(config.server, ServerConfig::Clustered { .. });
         Ok(LockConfig::new(vec![url.to_string()], clustered))
     }
@@ -99,7 +101,11 @@ impl LockConfig {
     /// at most `timeout`; otherwise the grant is undone and the call fails with
     /// [`Error::NotReplicated`].
     pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> LockConfig {
-        self.replica_acks = if replicas == 0 { None } else { Some((replicas, timeout)) };
+        self.replica_acks = if replicas == 0 {
+            None
+        } else {
+            Some((replicas, timeout))
+        };
         self
     }
 
@@ -131,19 +137,27 @@ impl LockConfig {
         if self.command_timeout.is_zero() {
             return Err(Error::InvalidConfig("the command timeout is zero".into()));
         }
+        for url in &self.urls {
+            check_scheme(url)?;
+        }
         let first = self
             .urls
             .first()
             .ok_or_else(|| Error::InvalidConfig("no Redis URL given".into()))?;
         if !self.clustered || self.urls.len() == 1 && first.starts_with("redis-cluster") {
-            return Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")));
+            return Config::from_url(first)
+                .map_err(|e| Error::InvalidConfig(format!("{first}: {e}")));
         }
-        let mut config = Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")))?;
+        let mut config =
+            Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")))?;
         let mut hosts = Vec::new();
         for url in &self.urls {
-            let one = Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+            let one =
+                Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
             match one.server {
-                ServerConfig::Centralized { server } => hosts.push((server.host.to_string(), server.port)),
+                ServerConfig::Centralized { server } => {
+                    hosts.push((server.host.to_string(), server.port))
+                }
                 ServerConfig::Clustered { hosts: h, .. } => {
                     hosts.extend(h.into_iter().map(|s| (s.host.to_string(), s.port)))
                 }
@@ -152,5 +166,16 @@ impl LockConfig {
         }
         config.server = ServerConfig::new_clustered(hosts);
         Ok(config)
+    }
+}
+
+fn check_scheme(url: &str) -> Result<()> {
+    let scheme = url.split("://").next().unwrap_or_default();
+    if url.contains("://") && ["redis", "rediss", "redis-cluster", "rediss-cluster"].contains(&scheme) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "{url}: expected redis://, rediss://, redis-cluster:// or rediss-cluster://"
+        )))
     }
 }

@@ -25,7 +25,9 @@ pub enum Error {
     #[error("the lease of this hold was lost")]
     LockLost,
     /// The grant was not acknowledged by enough replicas in time and was undone.
-    #[error("the grant reached {acked} replica(s) of the {wanted} required in time; it was undone")]
+    #[error(
+        "the grant reached {acked} replica(s) of the {wanted} required in time; it was undone"
+    )]
     NotReplicated {
         /// Replicas required.
         wanted: u32,

@@ -24,15 +24,24 @@ impl Hold {
     /// A hold granted by a call sent at `sent`; renewed from now on.
     pub fn new(lock: RwLock, id: u64, fence: u64, mode: Mode, sent: Instant) -> Hold {
         let state = HoldState::new();
-        let inner = &lock.inner;
-        inner.keeper.add(inner, lock.key(), lock.channel(), lock.owner(), id, state.clone(), sent);
-        Hold { lock, id, fence, mode, state, done: false }
+        lock.inner.keeper.add(&lock, id, state.clone(), sent);
+        Hold {
+            lock,
+            id,
+            fence,
+            mode,
+            state,
+            done: false,
+        }
     }
 
     /// Stops renewing and hands responsibility to the caller.
     pub fn forget(&mut self) {
         self.done = true;
-        self.lock.inner.keeper.remove(self.lock.key(), self.lock.owner(), self.id);
+        self.lock
+            .inner
+            .keeper
+            .remove(self.lock.key(), self.lock.owner(), self.id);
     }
 
     pub async fn release(mut self) -> Result<()> {
@@ -158,9 +167,9 @@ impl WriteGuard {
         };
         self.hold.forget();
         match fence {
-            Some(fence) if !self.hold.state.is_lost() => {
-                Ok(ReadGuard { hold: Hold::new(lock, read_id, fence, Mode::Read, sent) })
-            }
+            Some(fence) if !self.hold.state.is_lost() => Ok(ReadGuard {
+                hold: Hold::new(lock, read_id, fence, Mode::Read, sent),
+            }),
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected
                 let _ = lock.release_hold(read_id).await;
@@ -181,6 +190,7 @@ macro_rules! guard_debug {
                 f.debug_struct(stringify!($t))
                     .field("name", &self.hold.lock.name())
                     .field("owner", &self.hold.lock.owner())
+                    .field("mode", &self.hold.mode)
                     .field("fence", &self.hold.fence)
                     .field("lost", &self.is_lost())
                     .finish()

@@ -35,7 +35,9 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
     if name.starts_with('}') {
         // `{}` is an empty hashtag: the key and its channel would hash apart
-        return Err(Error::InvalidName(format!("the name {name:?} starts with '}}'")));
+        return Err(Error::InvalidName(format!(
+            "the name {name:?} starts with '}}'"
+        )));
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::Inner;
+use crate::lock::RwLock;
 use crate::scripts::RenewItem;
 
 /// The shared state of one hold: whether it was lost.
@@ -26,7 +27,9 @@ pub(crate) struct HoldState {
 
 impl HoldState {
     pub fn new() -> Arc<HoldState> {
-        Arc::new(HoldState { lost: watch::channel(false).0 })
+        Arc::new(HoldState {
+            lost: watch::channel(false).0,
+        })
     }
 
     pub fn mark_lost(&self) {
@@ -43,6 +46,9 @@ impl HoldState {
         let _ = rx.wait_for(|lost| *lost).await;
     }
 }
+
+/// Each owner of a lock with the ids of its holds.
+type OwnerHolds = Vec<(String, Vec<u64>)>;
 
 struct Owned {
     channel: String,
@@ -78,19 +84,21 @@ impl Keeper {
     }
 
     /// Starts renewing a hold granted by a call sent at `sent`.
-    pub fn add(&self, inner: &Arc<Inner>, key: &str, channel: &str, owner: &str, id: u64, state: Arc<HoldState>, sent: Instant) {
+    pub fn add(&self, lock: &RwLock, id: u64, state: Arc<HoldState>, sent: Instant) {
         {
             let mut map = self.map();
-            let entry = map.entry((key.to_string(), owner.to_string())).or_insert_with(|| Owned {
-                channel: channel.to_string(),
-                holds: HashMap::new(),
-                valid_until: sent + self.lease,
-            });
+            let entry = map
+                .entry((lock.key().to_string(), lock.owner().to_string()))
+                .or_insert_with(|| Owned {
+                    channel: lock.channel().to_string(),
+                    holds: HashMap::new(),
+                    valid_until: sent + self.lease,
+                });
             // the owner's lease deadline covers all its holds
             entry.valid_until = entry.valid_until.max(sent + self.lease);
             entry.holds.insert(id, state);
         }
-        self.ensure_task(inner);
+        self.ensure_task(&lock.inner);
     }
 
     /// Stops renewing a hold (released, or lost).
@@ -123,7 +131,9 @@ impl Keeper {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let Some(inner) = Weak::upgrade(&weak) else { return };
+                let Some(inner) = Weak::upgrade(&weak) else {
+                    return;
+                };
                 if inner.closed() {
                     return;
                 }
@@ -136,9 +146,9 @@ impl Keeper {
 /// One renewal round over every held lock.
 async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
     let keeper = &inner.keeper;
-    let snapshot: Vec<(String, String, Vec<(String, Vec<u64>)>)> = {
+    let snapshot: Vec<(String, String, OwnerHolds)> = {
         let map = keeper.map();
-        let mut by_key: HashMap<&str, (String, Vec<(String, Vec<u64>)>)> = HashMap::new();
+        let mut by_key: HashMap<&str, (String, OwnerHolds)> = HashMap::new();
         for ((key, owner), e) in map.iter() {
             by_key
                 .entry(key.as_str())
@@ -146,11 +156,16 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
                 .1
                 .push((owner.clone(), e.holds.keys().copied().collect()));
         }
-        by_key.into_iter().map(|(k, (c, o))| (k.to_string(), c, o)).collect()
+        by_key
+            .into_iter()
+            .map(|(k, (c, o))| (k.to_string(), c, o))
+            .collect()
     };
     if !snapshot.is_empty() {
         keeper.rounds.fetch_add(1, Ordering::Relaxed);
-        keeper.renewals.fetch_add(snapshot.len() as u64, Ordering::Relaxed);
+        keeper
+            .renewals
+            .fetch_add(snapshot.len() as u64, Ordering::Relaxed);
         let items: Vec<RenewItem> = snapshot
             .iter()
             .map(|(key, channel, owners)| RenewItem {
@@ -163,7 +178,13 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
         let lease_ms = keeper.lease.as_millis() as u64;
         let replies = tokio::time::timeout(
             budget,
-            inner.scripts.renew_batch(&inner.client, &inner.counters, inner.publish, lease_ms, &items),
+            inner.scripts.renew_batch(
+                &inner.client,
+                &inner.counters,
+                inner.publish,
+                lease_ms,
+                &items,
+            ),
         )
         .await
         .unwrap_or_default();
@@ -172,7 +193,9 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
             let Ok(present) = reply else { continue };
             for ((owner, ids), still) in owners.iter().zip(present) {
                 let k = (key.clone(), owner.clone());
-                let Some(entry) = map.get_mut(&k) else { continue };
+                let Some(entry) = map.get_mut(&k) else {
+                    continue;
+                };
                 entry.valid_until = entry.valid_until.max(sent + keeper.lease);
                 for id in ids {
                     if !still.contains(id) {

@@ -103,14 +103,18 @@ impl Drop for Leftovers {
         if !self.queued && !self.uncertain {
             return;
         }
-        let (lock, id, queued, uncertain) = (self.lock.clone(), self.id, self.queued, self.uncertain);
+        let (lock, id, queued, uncertain) =
+            (self.lock.clone(), self.id, self.queued, self.uncertain);
         lock.inner.clone().runtime.spawn(async move {
             if uncertain {
                 let _ = lock.release_hold(id).await;
             }
             if queued {
                 let inner = &lock.inner;
-                let _ = inner.scripts.withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner).await;
+                let _ = inner
+                    .scripts
+                    .withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner)
+                    .await;
             }
         });
     }
@@ -158,7 +162,10 @@ impl RwLock {
     /// The same lock with an explicit owner token (e.g. a job id). Holds of one owner add
     /// up, wherever they are taken; give each contender its own token.
     pub fn with_owner(&self, owner: impl Into<String>) -> RwLock {
-        RwLock { owner: owner.into().into(), ..self.clone() }
+        RwLock {
+            owner: owner.into().into(),
+            ..self.clone()
+        }
     }
 
     /// Waits until a read hold is granted.
@@ -187,18 +194,27 @@ impl RwLock {
 
     /// One attempt at a read hold; `None` when the lock is busy.
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        Ok(self.try_acquire(Mode::Read).await?.map(|hold| ReadGuard { hold }))
+        Ok(self
+            .try_acquire(Mode::Read)
+            .await?
+            .map(|hold| ReadGuard { hold }))
     }
 
     /// One attempt at the write hold; `None` when the lock is busy. Does not queue.
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        Ok(self.try_acquire(Mode::Write).await?.map(|hold| WriteGuard { hold }))
+        Ok(self
+            .try_acquire(Mode::Write)
+            .await?
+            .map(|hold| WriteGuard { hold }))
     }
 
     /// The lock's current state, read in one call (expired entries are left out).
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.inner;
-        let raw = inner.scripts.state(&inner.client, &inner.counters, &self.target()).await?;
+        let raw = inner
+            .scripts
+            .state(&inner.client, &inner.counters, &self.target())
+            .await?;
         let holders: Vec<Holder> = raw
             .holders
             .into_iter()
@@ -218,15 +234,27 @@ impl RwLock {
         } else {
             Some(Mode::Read)
         };
-        Ok(LockState { mode, holders, fence: raw.fence, waiting_writers: raw.queued })
+        Ok(LockState {
+            mode,
+            holders,
+            fence: raw.fence,
+            waiting_writers: raw.queued,
+        })
     }
 
     pub(crate) fn target(&self) -> Target<'_> {
-        Target { key: &self.key, channel: &self.channel, publish: self.inner.publish }
+        Target {
+            key: &self.key,
+            channel: &self.channel,
+            publish: self.inner.publish,
+        }
     }
 
     fn check_owner(&self) -> Result<()> {
-        if self.owner.is_empty() || self.owner.len() > 256 || self.owner.contains(char::is_whitespace) {
+        if self.owner.is_empty()
+            || self.owner.len() > 256
+            || self.owner.contains(char::is_whitespace)
+        {
             return Err(Error::InvalidConfig(format!(
                 "owner token {:?}: 1 to 256 bytes without whitespace",
                 self.owner
@@ -237,21 +265,43 @@ impl RwLock {
 
     pub(crate) async fn release_hold(&self, id: u64) -> Result<bool> {
         let inner = &self.inner;
-        inner.scripts.release(&inner.client, &inner.counters, &self.target(), &self.owner, id).await
+        inner
+            .scripts
+            .release(
+                &inner.client,
+                &inner.counters,
+                &self.target(),
+                &self.owner,
+                id,
+            )
+            .await
     }
 
     pub(crate) async fn downgrade_hold(&self, write_id: u64, read_id: u64) -> Result<Option<u64>> {
         let inner = &self.inner;
         inner
             .scripts
-            .downgrade(&inner.client, &inner.counters, &self.target(), &self.owner, write_id, read_id, inner.lease_ms())
+            .downgrade(
+                &inner.client,
+                &inner.counters,
+                &self.target(),
+                &self.owner,
+                write_id,
+                read_id,
+                inner.lease_ms(),
+            )
             .await
     }
 
     async fn try_acquire(&self, mode: Mode) -> Result<Option<Hold>> {
         self.check_owner()?;
         let id = self.inner.next_hold_id();
-        let mut leftovers = Leftovers { lock: self.clone(), id, queued: false, uncertain: true };
+        let mut leftovers = Leftovers {
+            lock: self.clone(),
+            id,
+            queued: false,
+            uncertain: true,
+        };
         let outcome = self.attempt(mode, id, false).await;
         leftovers.uncertain = matches!(outcome, Err(Error::Redis(_)));
         match outcome? {
@@ -269,7 +319,12 @@ impl RwLock {
         let inner = &self.inner;
         let id = inner.next_hold_id();
         let write = mode == Mode::Write;
-        let mut leftovers = Leftovers { lock: self.clone(), id, queued: false, uncertain: false };
+        let mut leftovers = Leftovers {
+            lock: self.clone(),
+            id,
+            queued: false,
+            uncertain: false,
+        };
         let mut sub: Option<Subscription> = None;
         let refresh = inner.config.lease / 3;
         loop {
@@ -279,6 +334,8 @@ impl RwLock {
                 }
             }
             leftovers.uncertain = true;
+            // a write attempt may queue: if this future is dropped, leave the queue
+            leftovers.queued |= write;
             let outcome = match deadline {
                 None => self.attempt(mode, id, write).await,
                 Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, write)).await {
@@ -294,7 +351,6 @@ impl RwLock {
                 }
                 Ok(Outcome::Busy(wait_ms)) => {
                     leftovers.uncertain = false;
-                    leftovers.queued = write;
                     // the queue entry lives one lease: come back before it lapses
                     Duration::from_millis(wait_ms).min(refresh)
                 }
@@ -337,8 +393,17 @@ impl RwLock {
         let lock = self.clone();
         self.inner.runtime.spawn(async move {
             let result = lock.attempt_here(mode, id, queue).await;
-            // a dropped receiver drops the hold, which releases it
-            let _ = tx.send(result);
+            // a dropped receiver drops the hold, which releases it; a writer that queued
+            // for a caller who is gone leaves the queue
+            if let Err(Ok(Outcome::Busy(_))) = tx.send(result) {
+                if queue {
+                    let inner = &lock.inner;
+                    let _ = inner
+                        .scripts
+                        .withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner)
+                        .await;
+                }
+            }
         });
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -348,7 +413,16 @@ impl RwLock {
         let sent = Instant::now();
         let attempt = inner
             .scripts
-            .acquire(&inner.client, &inner.counters, &self.target(), mode, &self.owner, id, inner.lease_ms(), queue)
+            .acquire(
+                &inner.client,
+                &inner.counters,
+                &self.target(),
+                mode,
+                &self.owner,
+                id,
+                inner.lease_ms(),
+                queue,
+            )
             .await?;
         match attempt {
             Attempt::Granted { fence } => {
@@ -379,7 +453,10 @@ impl RwLock {
         use fred::interfaces::ClientLike;
         use fred::types::{ClusterHash, CustomCommand};
         let inner = &self.inner;
-        inner.counters.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner
+            .counters
+            .round_trips
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(self.slot), false);
         let acked: i64 = inner
             .client

@@ -85,7 +85,11 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut map = self.notifier.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .notifier
+            .channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let last = match map.get_mut(&self.channel) {
             Some(e) => {
                 e.waiters -= 1;
@@ -101,7 +105,11 @@ impl Drop for Subscription {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
                     let _op = notifier.ops.lock().await;
-                    let rejoined = notifier.channels.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&channel);
+                    let rejoined = notifier
+                        .channels
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains_key(&channel);
                     if !rejoined {
                         let _ = if notifier.sharded {
                             notifier.subscriber.sunsubscribe(channel).await
@@ -210,12 +218,20 @@ impl Notifier {
                 done.is_ok()
             })
             .await;
-        Subscription { notifier: self.clone(), channel: channel.to_string(), rx, live }
+        Subscription {
+            notifier: self.clone(),
+            channel: channel.to_string(),
+            rx,
+            live,
+        }
     }
 
     /// Number of channels this client is subscribed to.
     pub fn channel_count(&self) -> usize {
-        self.channels.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     pub async fn quit(&self) {

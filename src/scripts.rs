@@ -43,7 +43,11 @@ use crate::error::{Error, Result};
 
 macro_rules! lua {
     ($file:literal) => {
-        concat!(include_str!("lua/prelude.lua"), "\n", include_str!(concat!("lua/", $file)))
+        concat!(
+            include_str!("lua/prelude.lua"),
+            "\n",
+            include_str!(concat!("lua/", $file))
+        )
     };
 }
 
@@ -113,17 +117,34 @@ impl Scripts {
     /// Loads every script on every master (done at connect; a promoted replica may still
     /// lack them, which `run` repairs).
     pub async fn load_all(&self, client: &Client) -> Result<()> {
-        for s in [&self.acquire, &self.release, &self.downgrade, &self.renew, &self.withdraw, &self.state] {
+        for s in [
+            &self.acquire,
+            &self.release,
+            &self.downgrade,
+            &self.renew,
+            &self.withdraw,
+            &self.state,
+        ] {
             s.load(client).await?;
         }
         Ok(())
     }
 
     /// EVALSHA, loading the script again on NOSCRIPT.
-    async fn run(&self, client: &Client, counters: &Counters, script: &Script, t: &Target<'_>, args: Vec<String>) -> Result<Value> {
+    async fn run(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        script: &Script,
+        t: &Target<'_>,
+        args: Vec<String>,
+    ) -> Result<Value> {
         let keys = vec![t.key.to_string(), t.channel.to_string()];
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        match client.evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone()).await {
+        match client
+            .evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
+            .await
+        {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 counters.reloads.fetch_add(1, Ordering::Relaxed);
                 counters.round_trips.fetch_add(2, Ordering::Relaxed);
@@ -158,17 +179,31 @@ impl Scripts {
         let reply = self.run(client, counters, &self.acquire, t, args).await?;
         let parts = status(t.key, reply)?;
         match code(&parts)? {
-            1 => Ok(Attempt::Granted { fence: number(parts.get(1))? }),
-            0 => Ok(Attempt::Busy { wait_ms: number(parts.get(1))? }),
+            1 => Ok(Attempt::Granted {
+                fence: number(parts.get(1))?,
+            }),
+            0 => Ok(Attempt::Busy {
+                wait_ms: number(parts.get(1))?,
+            }),
             -1 => Ok(Attempt::UpgradeDeadlock),
             c => Err(Error::Protocol(format!("acquire returned code {c}"))),
         }
     }
 
     /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
-    pub async fn release(&self, client: &Client, counters: &Counters, t: &Target<'_>, owner: &str, hold: u64) -> Result<bool> {
+    pub async fn release(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        owner: &str,
+        hold: u64,
+    ) -> Result<bool> {
         let args = vec![owner.to_string(), hold.to_string(), t.publish.to_string()];
-        let parts = status(t.key, self.run(client, counters, &self.release, t, args).await?)?;
+        let parts = status(
+            t.key,
+            self.run(client, counters, &self.release, t, args).await?,
+        )?;
         Ok(code(&parts)? == 1)
     }
 
@@ -191,7 +226,10 @@ impl Scripts {
             lease_ms.to_string(),
             t.publish.to_string(),
         ];
-        let parts = status(t.key, self.run(client, counters, &self.downgrade, t, args).await?)?;
+        let parts = status(
+            t.key,
+            self.run(client, counters, &self.downgrade, t, args).await?,
+        )?;
         match code(&parts)? {
             1 => Ok(Some(number(parts.get(1))?)),
             _ => Ok(None),
@@ -199,26 +237,64 @@ impl Scripts {
     }
 
     /// For each owner, the ids of the holds it still has.
-    pub async fn renew(&self, client: &Client, counters: &Counters, t: &Target<'_>, lease_ms: u64, owners: &[&str]) -> Result<Vec<Vec<u64>>> {
+    pub async fn renew(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        lease_ms: u64,
+        owners: &[&str],
+    ) -> Result<Vec<Vec<u64>>> {
         let mut args = vec![lease_ms.to_string(), t.publish.to_string()];
         args.extend(owners.iter().map(|o| o.to_string()));
-        parse_renew(t.key, self.run(client, counters, &self.renew, t, args).await?)
+        parse_renew(
+            t.key,
+            self.run(client, counters, &self.renew, t, args).await?,
+        )
     }
 
-    pub async fn withdraw(&self, client: &Client, counters: &Counters, t: &Target<'_>, owner: &str) -> Result<()> {
+    pub async fn withdraw(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        owner: &str,
+    ) -> Result<()> {
         let args = vec![owner.to_string(), t.publish.to_string()];
-        status(t.key, self.run(client, counters, &self.withdraw, t, args).await?)?;
+        status(
+            t.key,
+            self.run(client, counters, &self.withdraw, t, args).await?,
+        )?;
         Ok(())
     }
 
     /// `(fence, [(owner, read holds, write holds, lease left ms)], queued writers)`.
-    pub async fn state(&self, client: &Client, counters: &Counters, t: &Target<'_>) -> Result<RawState> {
-        let parts = status(t.key, self.run(client, counters, &self.state, t, vec![t.publish.to_string()]).await?)?;
+    pub async fn state(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+    ) -> Result<RawState> {
+        let parts = status(
+            t.key,
+            self.run(
+                client,
+                counters,
+                &self.state,
+                t,
+                vec![t.publish.to_string()],
+            )
+            .await?,
+        )?;
         let fence = match parts.get(1).map(text).transpose()? {
-            Some(s) if !s.is_empty() => Some(s.parse().map_err(|_| Error::Protocol(format!("fence {s:?}")))?),
+            Some(s) if !s.is_empty() => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
             _ => None,
         };
-        let (Some(Value::Array(held)), Some(Value::Array(queued))) = (parts.get(2), parts.get(3)) else {
+        let (Some(Value::Array(held)), Some(Value::Array(queued))) = (parts.get(2), parts.get(3))
+        else {
             return Err(Error::Protocol("state: missing lists".into()));
         };
         let mut holders = Vec::new();
@@ -226,10 +302,19 @@ impl Scripts {
             let [o, r, w, left] = chunk else {
                 return Err(Error::Protocol("state: short holder entry".into()));
             };
-            holders.push((text(o)?, int(r)? as u32, int(w)? as u32, int(left)?.max(0) as u64));
+            holders.push((
+                text(o)?,
+                int(r)? as u32,
+                int(w)? as u32,
+                int(left)?.max(0) as u64,
+            ));
         }
         let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
-        Ok(RawState { fence, holders, queued })
+        Ok(RawState {
+            fence,
+            holders,
+            queued,
+        })
     }
 }
 
@@ -245,20 +330,32 @@ fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
         return Err(Error::Protocol(format!("expected a list, got {reply:?}")));
     };
     match code(&parts)? {
-        -3 => Err(Error::WrongType { key: key.to_string(), found: text_or(parts.get(1)) }),
-        -4 => Err(Error::Corrupt { key: key.to_string(), field: text_or(parts.get(1)) }),
+        -3 => Err(Error::WrongType {
+            key: key.to_string(),
+            found: text_or(parts.get(1)),
+        }),
+        -4 => Err(Error::Corrupt {
+            key: key.to_string(),
+            field: text_or(parts.get(1)),
+        }),
         _ => Ok(parts),
     }
 }
 
 fn code(parts: &[Value]) -> Result<i64> {
-    parts.first().map(int).transpose()?.ok_or_else(|| Error::Protocol("empty reply".into()))
+    parts
+        .first()
+        .map(int)
+        .transpose()?
+        .ok_or_else(|| Error::Protocol("empty reply".into()))
 }
 
 fn int(v: &Value) -> Result<i64> {
     match v {
         Value::Integer(i) => Ok(*i),
-        other => text(other)?.parse().map_err(|_| Error::Protocol(format!("expected an integer, got {other:?}"))),
+        other => text(other)?
+            .parse()
+            .map_err(|_| Error::Protocol(format!("expected an integer, got {other:?}"))),
     }
 }
 
@@ -271,7 +368,8 @@ fn number(v: Option<&Value>) -> Result<u64> {
 fn text(v: &Value) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.to_string()),
-        Value::Bytes(b) => String::from_utf8(b.to_vec()).map_err(|_| Error::Protocol("invalid UTF-8 in reply".into())),
+        Value::Bytes(b) => String::from_utf8(b.to_vec())
+            .map_err(|_| Error::Protocol("invalid UTF-8 in reply".into())),
         Value::Integer(i) => Ok(i.to_string()),
         Value::Null => Ok(String::new()),
         other => Err(Error::Protocol(format!("expected text, got {other:?}"))),
@@ -319,7 +417,11 @@ impl Scripts {
         let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let t = Target { key: &item.key, channel: &item.channel, publish };
+            let t = Target {
+                key: &item.key,
+                channel: &item.channel,
+                publish,
+            };
             let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
             let parsed = match replies.get(i) {
                 Some(Ok(v)) => parse_renew(&item.key, v.clone()),
@@ -341,7 +443,10 @@ fn parse_renew(key: &str, reply: Value) -> Result<Vec<Vec<u64>>> {
         .map(|v| {
             text(v)?
                 .split_whitespace()
-                .map(|id| id.parse().map_err(|_| Error::Protocol(format!("renew: hold id {id:?}"))))
+                .map(|id| {
+                    id.parse()
+                        .map_err(|_| Error::Protocol(format!("renew: hold id {id:?}")))
+                })
                 .collect()
         })
         .collect()

@@ -21,19 +21,31 @@ async fn client(cluster: &TestCluster) -> Client {
 
 async fn keyslot(client: &Client, key: &str) -> u16 {
     let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-    client.custom(cmd, vec!["KEYSLOT", key]).await.expect("CLUSTER KEYSLOT")
+    client
+        .custom(cmd, vec!["KEYSLOT", key])
+        .await
+        .expect("CLUSTER KEYSLOT")
 }
 
 /// `(first, last, master port)` per slot range, from CLUSTER SLOTS through the client.
 async fn slot_map(client: &Client) -> Vec<(u16, u16, u16)> {
     let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-    let reply: Value = client.custom(cmd, vec!["SLOTS"]).await.expect("CLUSTER SLOTS");
-    let Value::Array(ranges) = reply else { panic!("CLUSTER SLOTS: {reply:?}") };
+    let reply: Value = client
+        .custom(cmd, vec!["SLOTS"])
+        .await
+        .expect("CLUSTER SLOTS");
+    let Value::Array(ranges) = reply else {
+        panic!("CLUSTER SLOTS: {reply:?}")
+    };
     ranges
         .into_iter()
         .map(|r| {
-            let Value::Array(p) = r else { panic!("range {r:?}") };
-            let Value::Array(m) = &p[2] else { panic!("master {p:?}") };
+            let Value::Array(p) = r else {
+                panic!("range {r:?}")
+            };
+            let Value::Array(m) = &p[2] else {
+                panic!("master {p:?}")
+            };
             (
                 p[0].as_i64().unwrap() as u16,
                 p[1].as_i64().unwrap() as u16,
@@ -48,14 +60,22 @@ async fn thousand_keys_land_on_all_three_masters() {
     let cluster = TestCluster::shared().await.expect("cluster");
     let client = client(cluster).await;
     let map = slot_map(&client).await;
-    assert_eq!(map.iter().map(|r| r.2).collect::<HashSet<_>>().len(), 3, "three masters: {map:?}");
+    assert_eq!(
+        map.iter().map(|r| r.2).collect::<HashSet<_>>().len(),
+        3,
+        "three masters: {map:?}"
+    );
 
     let mut per_master: HashMap<u16, usize> = HashMap::new();
     for i in 0..1000 {
         let key = format!("smoke:key:{i}");
         let _: () = client.set(&key, i, None, None, false).await.expect("SET");
         let slot = keyslot(&client, &key).await;
-        let master = map.iter().find(|(a, b, _)| (*a..=*b).contains(&slot)).expect("slot served").2;
+        let master = map
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .expect("slot served")
+            .2;
         *per_master.entry(master).or_default() += 1;
     }
     for i in 0..1000 {
@@ -63,7 +83,10 @@ async fn thousand_keys_land_on_all_three_masters() {
         assert_eq!(v, i);
     }
     assert_eq!(per_master.len(), 3, "keys on every master: {per_master:?}");
-    assert!(per_master.values().all(|&n| n > 200), "spread: {per_master:?}");
+    assert!(
+        per_master.values().all(|&n| n > 200),
+        "spread: {per_master:?}"
+    );
     let keys: Vec<String> = (0..1000).map(|i| format!("smoke:key:{i}")).collect();
     for k in keys {
         let _: i64 = client.del(k).await.expect("DEL");
@@ -82,7 +105,11 @@ async fn sharded_pubsub_round_trip_on_every_master() {
     for i in 0..100 {
         let channel = format!("smoke:{{chan{i}}}:events");
         let slot = keyslot(&publisher, &channel).await;
-        let master = map.iter().find(|(a, b, _)| (*a..=*b).contains(&slot)).unwrap().2;
+        let master = map
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .unwrap()
+            .2;
         if masters.insert(master) {
             channels.push(channel);
         }
@@ -99,7 +126,10 @@ async fn sharded_pubsub_round_trip_on_every_master() {
         subscriber.ssubscribe(c.clone()).await.expect("SSUBSCRIBE");
     }
     for c in &channels {
-        let receivers: i64 = publisher.spublish(c.clone(), format!("hello {c}")).await.expect("SPUBLISH");
+        let receivers: i64 = publisher
+            .spublish(c.clone(), format!("hello {c}"))
+            .await
+            .expect("SPUBLISH");
         assert_eq!(receivers, 1, "one subscriber on {c}");
     }
     let mut got = HashSet::new();
@@ -131,14 +161,26 @@ async fn failover_keeps_the_key_reachable_through_the_same_client() {
 
     cluster.kill(master.index).await.expect("kill");
     let killed = Instant::now();
-    let took = cluster.wait_for_failover(Duration::from_secs(30)).await.expect("failover");
+    let took = cluster
+        .wait_for_failover(Duration::from_secs(30))
+        .await
+        .expect("failover");
     let promoted = cluster.master_for_slot(slot).await.expect("new master");
-    assert_ne!(promoted.port, master.port, "a replica took over slot {slot}");
-    eprintln!("failover: slot {slot} moved from {} to {} in {took:?}", master.port, promoted.port);
+    assert_ne!(
+        promoted.port, master.port,
+        "a replica took over slot {slot}"
+    );
+    eprintln!(
+        "failover: slot {slot} moved from {} to {} in {took:?}",
+        master.port, promoted.port
+    );
 
     let v: i64 = client.incr(key).await.expect("INCR after failover");
     assert_eq!(v, 42);
     let read: i64 = client.get(key).await.expect("GET after failover");
     assert_eq!(read, 42);
-    eprintln!("failover: first write after kill served {:?} after the kill", killed.elapsed());
+    eprintln!(
+        "failover: first write after kill served {:?} after the kill",
+        killed.elapsed()
+    );
 }

@@ -32,13 +32,26 @@ async fn slot_agrees_with_cluster_keyslot_for_odd_names() {
     for name in names {
         let lock = client.rwlock(name).expect("valid name");
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-        let server: u16 = client.redis().custom(cmd, vec!["KEYSLOT", lock.key()]).await.expect("KEYSLOT");
+        let server: u16 = client
+            .redis()
+            .custom(cmd, vec!["KEYSLOT", lock.key()])
+            .await
+            .expect("KEYSLOT");
         assert_eq!(lock.slot(), server, "slot of {:?}", lock.key());
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-        let channel: u16 = client.redis().custom(cmd, vec!["KEYSLOT", lock.channel()]).await.expect("KEYSLOT");
+        let channel: u16 = client
+            .redis()
+            .custom(cmd, vec!["KEYSLOT", lock.channel()])
+            .await
+            .expect("KEYSLOT");
         assert_eq!(channel, server, "channel of {name:?} in the key's slot");
         // and the lock works there
-        lock.write().await.expect("write").release().await.expect("release");
+        lock.write()
+            .await
+            .expect("write")
+            .release()
+            .await
+            .expect("release");
     }
     assert_no_keys(cluster, &p).await;
 }
@@ -68,14 +81,22 @@ async fn bad_names_and_config_are_typed_errors() {
     let p = prefix("bad");
     let client = client(cluster, &p).await;
     assert!(matches!(client.rwlock(""), Err(Error::InvalidName(_))));
-    assert!(matches!(client.rwlock(&"n".repeat(1025)), Err(Error::InvalidName(_))));
+    assert!(matches!(
+        client.rwlock(&"n".repeat(1025)),
+        Err(Error::InvalidName(_))
+    ));
     assert!(matches!(client.rwlock("}x"), Err(Error::InvalidName(_))));
-    let bad_prefix = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).prefix("a{b}")).await;
+    let bad_prefix =
+        LockClient::connect(LockConfig::cluster(cluster.seed_urls()).prefix("a{b}")).await;
     assert!(matches!(bad_prefix, Err(Error::InvalidConfig(_))));
-    let zero_lease = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(Duration::ZERO)).await;
+    let zero_lease =
+        LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(Duration::ZERO)).await;
     assert!(matches!(zero_lease, Err(Error::InvalidConfig(_))));
     let lock = client.rwlock("owner-check").unwrap();
-    assert!(matches!(lock.with_owner("").try_write().await, Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        lock.with_owner("").try_write().await,
+        Err(Error::InvalidConfig(_))
+    ));
     assert_no_keys(cluster, &p).await;
 }
 
@@ -91,7 +112,10 @@ async fn readers_share_and_writers_exclude() {
 
     let ra = a.read().await.unwrap();
     let rb = b.try_read().await.unwrap().expect("readers share");
-    assert!(c.try_write().await.unwrap().is_none(), "no writer while read");
+    assert!(
+        c.try_write().await.unwrap().is_none(),
+        "no writer while read"
+    );
     let state = a.state().await.unwrap();
     assert_eq!(state.mode, Some(Mode::Read));
     assert_eq!(state.holders.len(), 2);
@@ -100,7 +124,10 @@ async fn readers_share_and_writers_exclude() {
     rb.release().await.unwrap();
 
     let wc = c.try_write().await.unwrap().expect("free");
-    assert!(a.try_read().await.unwrap().is_none(), "no reader while written");
+    assert!(
+        a.try_read().await.unwrap().is_none(),
+        "no reader while written"
+    );
     assert!(b.try_write().await.unwrap().is_none(), "no second writer");
     assert_eq!(a.state().await.unwrap().mode, Some(Mode::Write));
     wc.release().await.unwrap();
@@ -118,25 +145,44 @@ async fn reentrancy_rules() {
 
     // write twice, then read, by one owner
     let w1 = lock.write().await.unwrap();
-    let w2 = same_owner.try_write().await.unwrap().expect("reentrant write");
+    let w2 = same_owner
+        .try_write()
+        .await
+        .unwrap()
+        .expect("reentrant write");
     let r1 = lock.try_read().await.unwrap().expect("a writer may read");
     let state = lock.state().await.unwrap();
     assert_eq!(state.holders.len(), 1);
-    assert_eq!((state.holders[0].write_holds, state.holders[0].read_holds), (2, 1));
+    assert_eq!(
+        (state.holders[0].write_holds, state.holders[0].read_holds),
+        (2, 1)
+    );
     assert!(w1.fence() < w2.fence() && w2.fence() < r1.fence());
 
     // each guard gives back exactly its own hold
     w1.release().await.unwrap();
-    assert!(other.try_read().await.unwrap().is_none(), "still written by w2");
+    assert!(
+        other.try_read().await.unwrap().is_none(),
+        "still written by w2"
+    );
     w2.release().await.unwrap();
     // only the read hold is left: another reader may join, a writer may not
     let ro = other.try_read().await.unwrap().expect("read mode now");
-    assert!(client.rwlock("res").unwrap().try_write().await.unwrap().is_none());
+    assert!(client
+        .rwlock("res")
+        .unwrap()
+        .try_write()
+        .await
+        .unwrap()
+        .is_none());
 
     // an owner that holds only read gets UpgradeDeadlock at once
     let began = Instant::now();
     assert!(matches!(lock.write().await, Err(Error::UpgradeDeadlock)));
-    assert!(matches!(lock.try_write().await, Err(Error::UpgradeDeadlock)));
+    assert!(matches!(
+        lock.try_write().await,
+        Err(Error::UpgradeDeadlock)
+    ));
     assert!(began.elapsed() < Duration::from_secs(1));
     // reentrant read while holding read
     let r2 = lock.read().await.unwrap();
@@ -176,7 +222,11 @@ async fn downgrade_lets_readers_in_but_no_writer() {
     assert!(reader.try_read().await.unwrap().is_none());
     // ...and gets the lock once the downgraded read is released
     r.release().await.unwrap();
-    let wf = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+    let wf = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(wf > fence);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_no_keys_after_release(&client, &writer).await;
@@ -223,7 +273,10 @@ async fn writer_is_not_starved_by_overlapping_readers() {
     let mut waits = Vec::new();
     for _ in 0..10 {
         let began = Instant::now();
-        let g = writer.write_timeout(Duration::from_secs(2)).await.expect("writer served under reads");
+        let g = writer
+            .write_timeout(Duration::from_secs(2))
+            .await
+            .expect("writer served under reads");
         waits.push(began.elapsed());
         g.release().await.unwrap();
         tokio::time::sleep(Duration::from_millis(30)).await;
@@ -249,7 +302,9 @@ async fn fences_strictly_increase_across_release_and_recreation() {
     let lock = client.rwlock("res").unwrap();
     let mut last = 0;
     for i in 0..50 {
-        let g = if i % 3 == 0 { lock.read().await.unwrap().fence() } else {
+        let g = if i % 3 == 0 {
+            lock.read().await.unwrap().fence()
+        } else {
             let w = lock.write().await.unwrap();
             let f = w.fence();
             w.release().await.unwrap();
@@ -286,12 +341,18 @@ async fn timeouts_are_accurate_to_100ms() {
         let res = lock.write_timeout(Duration::from_millis(ms)).await;
         let took = began.elapsed();
         assert!(matches!(res, Err(Error::Timeout(d)) if d == Duration::from_millis(ms)));
-        assert!(took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100), "write_timeout({ms} ms) took {took:?}");
+        assert!(
+            took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100),
+            "write_timeout({ms} ms) took {took:?}"
+        );
         let began = Instant::now();
         let res = lock.read_timeout(Duration::from_millis(ms)).await;
         let took = began.elapsed();
         assert!(matches!(res, Err(Error::Timeout(_))));
-        assert!(took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100), "read_timeout({ms} ms) took {took:?}");
+        assert!(
+            took >= Duration::from_millis(ms) && took < Duration::from_millis(ms + 100),
+            "read_timeout({ms} ms) took {took:?}"
+        );
     }
     // the timed-out writer left the queue: once the holder is gone the key is gone
     holder.release().await.unwrap();
@@ -320,7 +381,10 @@ async fn cancelled_acquires_leave_nothing_behind() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let state = client.rwlock("res").unwrap().state().await.unwrap();
     assert_eq!(state.holders.len(), 1, "{state:?}");
-    assert!(state.waiting_writers.is_empty(), "cancelled writers left the queue: {state:?}");
+    assert!(
+        state.waiting_writers.is_empty(),
+        "cancelled writers left the queue: {state:?}"
+    );
     holder.release().await.unwrap();
 
     // acquires on a free lock cancelled at any point, also right after the grant landed
@@ -336,7 +400,10 @@ async fn cancelled_acquires_leave_nothing_behind() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let state = client.rwlock("free").unwrap().state().await.unwrap();
-    assert!(state.holders.is_empty() && state.waiting_writers.is_empty(), "{state:?}");
+    assert!(
+        state.holders.is_empty() && state.waiting_writers.is_empty(),
+        "{state:?}"
+    );
     assert_no_keys(cluster, &p).await;
 }
 
@@ -349,7 +416,11 @@ async fn watchdog_keeps_a_short_lease_alive() {
     let g = client.rwlock("res").unwrap().write().await.unwrap();
     let began = Instant::now();
     while began.elapsed() < Duration::from_secs(8) {
-        assert!(other.try_write().await.unwrap().is_none(), "still held at {:?}", began.elapsed());
+        assert!(
+            other.try_write().await.unwrap().is_none(),
+            "still held at {:?}",
+            began.elapsed()
+        );
         let left = other.state().await.unwrap().holders[0].lease_left;
         assert!(left <= Duration::from_secs(2));
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -370,10 +441,15 @@ async fn lost_fires_when_the_hash_is_deleted() {
     let r = client.rwlock("other").unwrap().read().await.unwrap();
     client.redis().del::<i64, _>(lock.key()).await.unwrap();
     let deleted = Instant::now();
-    tokio::time::timeout(Duration::from_secs(2), g.lost()).await.expect("lost() resolves");
+    tokio::time::timeout(Duration::from_secs(2), g.lost())
+        .await
+        .expect("lost() resolves");
     let told = deleted.elapsed();
     assert!(g.is_lost());
-    assert!(told <= Duration::from_millis(300 + 200), "told after {told:?} (renewal every 300 ms)");
+    assert!(
+        told <= Duration::from_millis(300 + 200),
+        "told after {told:?} (renewal every 300 ms)"
+    );
     assert!(matches!(g.release().await, Err(Error::LockLost)));
     // an unrelated hold is untouched
     assert!(!r.is_lost());
@@ -385,10 +461,19 @@ async fn lost_fires_when_the_hash_is_deleted() {
 async fn notifications_off_still_waits_and_wakes() {
     let cluster = cluster().await;
     let p = prefix("nonotify");
-    let client = client_with(cluster, |c| c.prefix(&p).notifications(false).lease(Duration::from_secs(3))).await;
+    let client = client_with(cluster, |c| {
+        c.prefix(&p)
+            .notifications(false)
+            .lease(Duration::from_secs(3))
+    })
+    .await;
     let g = client.rwlock("res").unwrap().write().await.unwrap();
     let lock = client.rwlock("res").unwrap();
-    let waiter = tokio::spawn(async move { lock.write_timeout(Duration::from_secs(5)).await.map(|g| g.fence()) });
+    let waiter = tokio::spawn(async move {
+        lock.write_timeout(Duration::from_secs(5))
+            .await
+            .map(|g| g.fence())
+    });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let f = g.fence();
     g.release().await.unwrap();

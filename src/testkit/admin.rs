@@ -13,7 +13,11 @@ use super::TestkitError;
 const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Runs one command on the node at `port` and returns its reply.
-pub(crate) async fn call(port: u16, cmd: &'static str, args: Vec<String>) -> Result<Value, TestkitError> {
+pub(crate) async fn call(
+    port: u16,
+    cmd: &'static str,
+    args: Vec<String>,
+) -> Result<Value, TestkitError> {
     let work = async {
         let config = Config::from_url(&format!("redis://127.0.0.1:{port}"))?;
         let client = Builder::from_config(config)
@@ -25,7 +29,10 @@ pub(crate) async fn call(port: u16, cmd: &'static str, args: Vec<String>) -> Res
             .build()?;
         client.init().await?;
         let reply: Result<Value, Error> = client
-            .custom(CustomCommand::new_static(cmd, ClusterHash::Random, false), args)
+            .custom(
+                CustomCommand::new_static(cmd, ClusterHash::Random, false),
+                args,
+            )
             .await;
         let _ = client.quit().await;
         reply
@@ -33,12 +40,18 @@ pub(crate) async fn call(port: u16, cmd: &'static str, args: Vec<String>) -> Res
     match tokio::time::timeout(CALL_TIMEOUT * 2, work).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(TestkitError::Command(format!("{cmd} on port {port}: {e}"))),
-        Err(_) => Err(TestkitError::Command(format!("{cmd} on port {port}: no reply in time"))),
+        Err(_) => Err(TestkitError::Command(format!(
+            "{cmd} on port {port}: no reply in time"
+        ))),
     }
 }
 
 /// `call` for commands that answer with text.
-pub(crate) async fn text(port: u16, cmd: &'static str, args: &[&str]) -> Result<String, TestkitError> {
+pub(crate) async fn text(
+    port: u16,
+    cmd: &'static str,
+    args: &[&str],
+) -> Result<String, TestkitError> {
     let v = call(port, cmd, args.iter().map(|s| s.to_string()).collect()).await?;
     v.into_string()
         .ok_or_else(|| TestkitError::Command(format!("{cmd} on port {port}: reply is not text")))
@@ -59,7 +72,9 @@ impl NodeLine {
         self.flags.contains("master")
     }
     pub fn is_failed(&self) -> bool {
-        self.flags.contains("fail") || self.flags.contains("handshake") || self.flags.contains("noaddr")
+        self.flags.contains("fail")
+            || self.flags.contains("handshake")
+            || self.flags.contains("noaddr")
     }
 }
 
@@ -93,16 +108,25 @@ pub(crate) async fn cluster_state_ok(port: u16) -> bool {
 pub(crate) async fn slot_ranges(port: u16) -> Result<Vec<(u16, u16, u16)>, TestkitError> {
     let reply = call(port, "CLUSTER", vec!["SLOTS".into()]).await?;
     let bad = || TestkitError::Command(format!("CLUSTER SLOTS on port {port}: unexpected reply"));
-    let Value::Array(ranges) = reply else { return Err(bad()) };
+    let Value::Array(ranges) = reply else {
+        return Err(bad());
+    };
     let mut out = Vec::new();
     for range in ranges {
-        let Value::Array(parts) = range else { return Err(bad()) };
-        let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());
-        let (Some(first), Some(last)) = (parts.first().and_then(int), parts.get(1).and_then(int)) else {
+        let Value::Array(parts) = range else {
             return Err(bad());
         };
-        let Some(Value::Array(master)) = parts.get(2) else { return Err(bad()) };
-        let Some(master_port) = master.get(1).and_then(int) else { return Err(bad()) };
+        let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());
+        let (Some(first), Some(last)) = (parts.first().and_then(int), parts.get(1).and_then(int))
+        else {
+            return Err(bad());
+        };
+        let Some(Value::Array(master)) = parts.get(2) else {
+            return Err(bad());
+        };
+        let Some(master_port) = master.get(1).and_then(int) else {
+            return Err(bad());
+        };
         out.push((first, last, master_port));
     }
     Ok(out)

@@ -132,8 +132,14 @@ pub struct NodeInfo {
 }
 
 enum Handle {
-    Container { id: String, container: Option<ContainerAsync<GenericImage>> },
-    Process { child: Option<std::process::Child>, dir: PathBuf },
+    Container {
+        id: String,
+        container: Option<Box<ContainerAsync<GenericImage>>>,
+    },
+    Process {
+        child: Option<std::process::Child>,
+        dir: PathBuf,
+    },
     External,
 }
 
@@ -244,7 +250,10 @@ fn docker_env(mut cmd: Command) -> Command {
 
 async fn docker_cli(args: Vec<String>) -> Result<String, TestkitError> {
     let out = tokio::task::spawn_blocking(move || {
-        docker_env(Command::new("docker")).args(&args).stdin(Stdio::null()).output()
+        docker_env(Command::new("docker"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
     })
     .await
     .map_err(|e| TestkitError::Command(e.to_string()))?
@@ -252,7 +261,9 @@ async fn docker_cli(args: Vec<String>) -> Result<String, TestkitError> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(TestkitError::Command(String::from_utf8_lossy(&out.stderr).trim().to_string()))
+        Err(TestkitError::Command(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
     }
 }
 
@@ -280,7 +291,8 @@ async fn prepare_docker() -> Result<(), TestkitError> {
                 parse(&engine) < parse(&client)
             };
             if older {
-                let path = std::env::temp_dir().join(format!("cluster-rwlock-docker-{}.sock", session_id()));
+                let path = std::env::temp_dir()
+                    .join(format!("cluster-rwlock-docker-{}.sock", session_id()));
                 tell_reaper(&format!("dir:{}", path.display()));
                 shim::start(path.clone(), socket, &client, &engine)
                     .map_err(|e| TestkitError::DockerUnavailable(format!("API shim: {e}")))?;
@@ -298,13 +310,19 @@ fn image_name() -> String {
 }
 
 async fn ensure_image(image: &str) -> Result<(), TestkitError> {
-    if docker_cli(vec!["image".into(), "inspect".into(), image.into()]).await.is_ok() {
+    if docker_cli(vec!["image".into(), "inspect".into(), image.into()])
+        .await
+        .is_ok()
+    {
         return Ok(());
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-image.sh");
     let image_owned = image.to_string();
     let out = tokio::task::spawn_blocking(move || {
-        docker_env(Command::new("bash")).arg(script).env("REDIS_IMAGE", &image_owned).output()
+        docker_env(Command::new("bash"))
+            .arg(script)
+            .env("REDIS_IMAGE", &image_owned)
+            .output()
     })
     .await
     .map_err(|e| TestkitError::Command(e.to_string()))?;
@@ -314,14 +332,21 @@ async fn ensure_image(image: &str) -> Result<(), TestkitError> {
             image: image.into(),
             reason: String::from_utf8_lossy(&o.stderr).trim().to_string(),
         }),
-        Err(e) => Err(TestkitError::ImageMissing { image: image.into(), reason: e.to_string() }),
+        Err(e) => Err(TestkitError::ImageMissing {
+            image: image.into(),
+            reason: e.to_string(),
+        }),
     }
 }
 
 /// A random base port such that base..base+6 and the bus ports +10000 are free.
 fn pick_ports() -> Result<u16, TestkitError> {
     for _ in 0..200 {
-        let r = u16::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..2].try_into().unwrap_or([0, 0]));
+        let r = u16::from_le_bytes(
+            uuid::Uuid::new_v4().as_bytes()[..2]
+                .try_into()
+                .unwrap_or([0, 0]),
+        );
         let base = 20000 + (r % 1000) * 10;
         let free = (0..6u16).all(|i| {
             [base + i, base + i + 10000]
@@ -332,17 +357,38 @@ fn pick_ports() -> Result<u16, TestkitError> {
             return Ok(base);
         }
     }
-    Err(TestkitError::PortsTaken("no free block of 6 ports (and their bus ports) in 20000-39999".into()))
+    Err(TestkitError::PortsTaken(
+        "no free block of 6 ports (and their bus ports) in 20000-39999".into(),
+    ))
 }
 
 fn node_args(port: u16, dir: &str) -> Vec<String> {
     let conf = format!("nodes-{port}.conf");
     [
-        "--port", &port.to_string(), "--bind", "127.0.0.1", "--protected-mode", "no",
-        "--cluster-enabled", "yes", "--cluster-config-file", &conf,
-        "--cluster-node-timeout", "2000", "--cluster-replica-validity-factor", "0",
-        "--cluster-announce-ip", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--repl-diskless-sync-delay", "0", "--dir", dir,
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--protected-mode",
+        "no",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        &conf,
+        "--cluster-node-timeout",
+        "2000",
+        "--cluster-replica-validity-factor",
+        "0",
+        "--cluster-announce-ip",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--dir",
+        dir,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -389,7 +435,11 @@ impl TestCluster {
             let base = pick_ports()?;
             match Self::launch(backend, base).await {
                 Ok(nodes) => {
-                    let mut cluster = TestCluster { backend, nodes, startup: Duration::ZERO };
+                    let mut cluster = TestCluster {
+                        backend,
+                        nodes,
+                        startup: Duration::ZERO,
+                    };
                     cluster.form().await?;
                     cluster.startup = began.elapsed();
                     eprintln!(
@@ -419,12 +469,20 @@ impl TestCluster {
             .iter()
             .enumerate()
             .map(|(index, l)| Node {
-                info: NodeInfo { index, port: l.port, url: format!("redis://127.0.0.1:{}", l.port) },
+                info: NodeInfo {
+                    index,
+                    port: l.port,
+                    url: format!("redis://127.0.0.1:{}", l.port),
+                },
                 handle: Mutex::new(Handle::External),
                 down: Mutex::new(false),
             })
             .collect();
-        Ok(TestCluster { backend: Backend::External, nodes, startup: began.elapsed() })
+        Ok(TestCluster {
+            backend: Backend::External,
+            nodes,
+            startup: began.elapsed(),
+        })
     }
 
     /// Starts the six nodes (not yet a cluster).
@@ -442,7 +500,11 @@ impl TestCluster {
                 Ok(handle) => {
                     let port = base + index as u16;
                     nodes[index] = Some(Node {
-                        info: NodeInfo { index, port, url: format!("redis://127.0.0.1:{port}") },
+                        info: NodeInfo {
+                            index,
+                            port,
+                            url: format!("redis://127.0.0.1:{port}"),
+                        },
                         handle: Mutex::new(handle),
                         down: Mutex::new(false),
                     });
@@ -459,7 +521,11 @@ impl TestCluster {
                     if Instant::now() > deadline {
                         let logs = node_logs(node).await;
                         failure = Some(if logs.contains("Address already in use") {
-                            TestkitError::PortsTaken(format!("port {} or {}: {logs}", node.info.port, node.info.port + 10000))
+                            TestkitError::PortsTaken(format!(
+                                "port {} or {}: {logs}",
+                                node.info.port,
+                                node.info.port + 10000
+                            ))
                         } else {
                             TestkitError::NotReady {
                                 after: Duration::from_secs(10),
@@ -504,17 +570,26 @@ impl TestCluster {
                         if text.contains("connect") || text.contains("socket") {
                             TestkitError::DockerUnavailable(text)
                         } else {
-                            TestkitError::Command(format!("starting the node on port {port}: {text}"))
+                            TestkitError::Command(format!(
+                                "starting the node on port {port}: {text}"
+                            ))
                         }
                     })?;
-                Ok(Handle::Container { id: container.id().to_string(), container: Some(container) })
+                Ok(Handle::Container {
+                    id: container.id().to_string(),
+                    container: Some(Box::new(container)),
+                })
             }
             Backend::Native => {
-                let dir = std::env::temp_dir().join(format!("cluster-rwlock-{}-{port}", session_id()));
+                let dir =
+                    std::env::temp_dir().join(format!("cluster-rwlock-{}-{port}", session_id()));
                 std::fs::create_dir_all(&dir).map_err(|e| TestkitError::Command(e.to_string()))?;
                 tell_reaper(&format!("dir:{}", dir.display()));
                 let child = spawn_native(port, &dir)?;
-                Ok(Handle::Process { child: Some(child), dir })
+                Ok(Handle::Process {
+                    child: Some(child),
+                    dir,
+                })
             }
             Backend::External => Ok(Handle::External),
         }
@@ -529,10 +604,20 @@ impl TestCluster {
             let last = if m == 2 { SLOTS - 1 } else { (m + 1) * per - 1 };
             let port = ports[m as usize];
             admin::text(port, "CLUSTER", &["SET-CONFIG-EPOCH", &(m + 1).to_string()]).await?;
-            admin::text(port, "CLUSTER", &["ADDSLOTSRANGE", &first.to_string(), &last.to_string()]).await?;
+            admin::text(
+                port,
+                "CLUSTER",
+                &["ADDSLOTSRANGE", &first.to_string(), &last.to_string()],
+            )
+            .await?;
         }
         for &port in &ports[1..] {
-            admin::text(ports[0], "CLUSTER", &["MEET", "127.0.0.1", &port.to_string()]).await?;
+            admin::text(
+                ports[0],
+                "CLUSTER",
+                &["MEET", "127.0.0.1", &port.to_string()],
+            )
+            .await?;
         }
         let mut ids = Vec::new();
         for &port in &ports {
@@ -547,12 +632,19 @@ impl TestCluster {
                     .map(|lines| lines.iter().any(|l| l.id == ids[r - 3] && !l.is_failed()))
                     .unwrap_or(false);
                 if known
-                    && admin::text(ports[r], "CLUSTER", &["REPLICATE", &ids[r - 3]]).await.is_ok()
+                    && admin::text(ports[r], "CLUSTER", &["REPLICATE", &ids[r - 3]])
+                        .await
+                        .is_ok()
                 {
                     break;
                 }
                 if Instant::now() > deadline {
-                    return Err(self.not_ready(READY_TIMEOUT, format!("node {} never learnt of its master", ports[r])).await);
+                    return Err(self
+                        .not_ready(
+                            READY_TIMEOUT,
+                            format!("node {} never learnt of its master", ports[r]),
+                        )
+                        .await);
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -563,7 +655,12 @@ impl TestCluster {
     async fn not_ready(&self, after: Duration, what: String) -> TestkitError {
         let mut logs = String::new();
         for node in &self.nodes {
-            logs.push_str(&format!("--- node {} (port {})\n{}\n", node.info.index, node.info.port, node_logs(node).await));
+            logs.push_str(&format!(
+                "--- node {} (port {})\n{}\n",
+                node.info.index,
+                node.info.port,
+                node_logs(node).await
+            ));
         }
         TestkitError::NotReady { after, what, logs }
     }
@@ -577,17 +674,27 @@ impl TestCluster {
         }
         for node in &self.nodes {
             let Ok(lines) = admin::cluster_nodes(node.info.port).await else {
-                return Some(format!("node {} does not answer CLUSTER NODES", node.info.port));
+                return Some(format!(
+                    "node {} does not answer CLUSTER NODES",
+                    node.info.port
+                ));
             };
-            let masters: Vec<&admin::NodeLine> =
-                lines.iter().filter(|l| l.is_master() && l.has_slots && !l.is_failed()).collect();
+            let masters: Vec<&admin::NodeLine> = lines
+                .iter()
+                .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
+                .collect();
             let replicas = lines.iter().filter(|l| {
                 !l.is_master() && !l.is_failed() && masters.iter().any(|m| m.id == l.master_id)
             });
             if masters.len() != 3 || replicas.count() != 3 {
-                return Some(format!("node {} does not see 3 masters each with a replica", node.info.port));
+                return Some(format!(
+                    "node {} does not see 3 masters each with a replica",
+                    node.info.port
+                ));
             }
-            if !lines.iter().any(|l| l.flags.contains("myself") && l.is_master())
+            if !lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
                 && !admin::replica_synced(node.info.port).await
             {
                 return Some(format!("replica {} has not synced", node.info.port));
@@ -601,7 +708,9 @@ impl TestCluster {
         loop {
             match self.missing().await {
                 None => return Ok(()),
-                Some(what) if began.elapsed() > timeout => return Err(self.not_ready(timeout, what).await),
+                Some(what) if began.elapsed() > timeout => {
+                    return Err(self.not_ready(timeout, what).await)
+                }
                 Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
@@ -622,7 +731,9 @@ impl TestCluster {
             let what = self.failover_missing().await;
             match what {
                 None => return Ok(began.elapsed()),
-                Some(what) if began.elapsed() > timeout => return Err(self.not_ready(timeout, what).await),
+                Some(what) if began.elapsed() > timeout => {
+                    return Err(self.not_ready(timeout, what).await)
+                }
                 Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
@@ -647,7 +758,9 @@ impl TestCluster {
                 return Some(format!("node {port} sees {covered} slots served"));
             }
             if let Some((_, _, m)) = ranges.iter().find(|(_, _, m)| !up.contains(m)) {
-                return Some(format!("node {port} still routes slots to node {m}, which is down"));
+                return Some(format!(
+                    "node {port} still routes slots to node {m}, which is down"
+                ));
             }
         }
         None
@@ -672,7 +785,10 @@ impl TestCluster {
     pub fn client_config(&self) -> fred::prelude::Config {
         fred::prelude::Config {
             server: fred::prelude::ServerConfig::new_clustered(
-                self.nodes.iter().map(|n| ("127.0.0.1".to_string(), n.info.port)).collect(),
+                self.nodes
+                    .iter()
+                    .map(|n| ("127.0.0.1".to_string(), n.info.port))
+                    .collect(),
             ),
             ..Default::default()
         }
@@ -685,21 +801,28 @@ impl TestCluster {
 
     /// The node that serves `slot` now, as an up node reports it (CLUSTER SLOTS).
     pub async fn master_for_slot(&self, slot: u16) -> Result<NodeInfo, TestkitError> {
-        let by_port: HashMap<u16, NodeInfo> = self.nodes.iter().map(|n| (n.info.port, n.info.clone())).collect();
+        let by_port: HashMap<u16, NodeInfo> = self
+            .nodes
+            .iter()
+            .map(|n| (n.info.port, n.info.clone()))
+            .collect();
         for node in &self.nodes {
             if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
                 continue;
             }
             if let Ok(ranges) = admin::slot_ranges(node.info.port).await {
-                if let Some((_, _, port)) = ranges.iter().find(|(a, b, _)| (*a..=*b).contains(&slot)) {
-                    return by_port
-                        .get(port)
-                        .cloned()
-                        .ok_or_else(|| TestkitError::Command(format!("slot {slot} served by unknown port {port}")));
+                if let Some((_, _, port)) =
+                    ranges.iter().find(|(a, b, _)| (*a..=*b).contains(&slot))
+                {
+                    return by_port.get(port).cloned().ok_or_else(|| {
+                        TestkitError::Command(format!("slot {slot} served by unknown port {port}"))
+                    });
                 }
             }
         }
-        Err(TestkitError::Command(format!("no node reports an owner for slot {slot}")))
+        Err(TestkitError::Command(format!(
+            "no node reports an owner for slot {slot}"
+        )))
     }
 
     /// Every key matching `pattern` (a KEYS glob) on the masters that are up.
@@ -710,7 +833,10 @@ impl TestCluster {
                 continue;
             }
             let lines = admin::cluster_nodes(node.info.port).await?;
-            if !lines.iter().any(|l| l.flags.contains("myself") && l.is_master()) {
+            if !lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
                 continue;
             }
             let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
@@ -782,12 +908,18 @@ impl TestCluster {
                     return signal(c.id(), if pause { "STOP" } else { "CONT" });
                 }
                 Handle::Process { child: None, .. } => {
-                    return Err(TestkitError::Command(format!("node {index} is not running")))
+                    return Err(TestkitError::Command(format!(
+                        "node {index} is not running"
+                    )))
                 }
                 Handle::External => return Err(TestkitError::Unsupported("pause")),
             }
         };
-        on_runtime(docker_cli(vec![if pause { "pause" } else { "unpause" }.into(), target])).await?;
+        on_runtime(docker_cli(vec![
+            if pause { "pause" } else { "unpause" }.into(),
+            target,
+        ]))
+        .await?;
         Ok(())
     }
 
@@ -813,13 +945,24 @@ impl TestCluster {
             }
         };
         if !target.is_empty() {
-            on_runtime(docker_cli(vec!["restart".into(), "-t".into(), "1".into(), target])).await?;
+            on_runtime(docker_cli(vec![
+                "restart".into(),
+                "-t".into(),
+                "1".into(),
+                target,
+            ]))
+            .await?;
         }
         let port = node.info.port;
         let deadline = Instant::now() + Duration::from_secs(10);
         while admin::text(port, "PING", &[]).await.is_err() {
             if Instant::now() > deadline {
-                return Err(self.not_ready(Duration::from_secs(10), format!("node {port} did not come back")).await);
+                return Err(self
+                    .not_ready(
+                        Duration::from_secs(10),
+                        format!("node {port} did not come back"),
+                    )
+                    .await);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -846,7 +989,8 @@ fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
 }
 
 fn spawn_native(port: u16, dir: &std::path::Path) -> Result<std::process::Child, TestkitError> {
-    let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| TestkitError::Command(e.to_string()))?;
+    let log = std::fs::File::create(dir.join("redis.log"))
+        .map_err(|e| TestkitError::Command(e.to_string()))?;
     let child = Command::new("redis-server")
         .args(node_args(port, &dir.display().to_string()))
         .stdin(Stdio::null())
@@ -874,11 +1018,17 @@ async fn node_logs(node: &Node) -> String {
     let text = match source {
         Ok(id) => {
             let out = tokio::task::spawn_blocking(move || {
-                docker_env(Command::new("docker")).args(["logs", "--tail", "8", &id]).output()
+                docker_env(Command::new("docker"))
+                    .args(["logs", "--tail", "8", &id])
+                    .output()
             })
             .await;
             match out {
-                Ok(Ok(o)) => format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+                Ok(Ok(o)) => format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
                 _ => "(no logs)".into(),
             }
         }

@@ -28,7 +28,9 @@ pub(crate) async fn engine_api_version(socket: &Path) -> std::io::Result<String>
             let rest = &text[at + key.len()..];
             rest.find('"').map(|end| rest[..end].to_string())
         })
-        .ok_or_else(|| std::io::Error::other(format!("no ApiVersion in the engine's reply: {text}")))
+        .ok_or_else(|| {
+            std::io::Error::other(format!("no ApiVersion in the engine's reply: {text}"))
+        })
 }
 
 /// Starts the shim on `path`, rewriting `/v{client}/` to `/v{engine}/`. Runs until the
@@ -62,7 +64,12 @@ pub(crate) fn start(
     Ok(())
 }
 
-async fn relay(client: UnixStream, engine: UnixStream, from: &[u8], to: &[u8]) -> std::io::Result<()> {
+async fn relay(
+    client: UnixStream,
+    engine: UnixStream,
+    from: &[u8],
+    to: &[u8],
+) -> std::io::Result<()> {
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut engine_rx, mut engine_tx) = engine.into_split();
     let upstream = async {

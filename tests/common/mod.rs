@@ -12,11 +12,19 @@ pub async fn cluster() -> &'static TestCluster {
 
 /// A prefix no other test uses.
 pub fn prefix(test: &str) -> String {
-    format!("t-{test}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+    format!(
+        "t-{test}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
 }
 
-pub async fn client_with(cluster: &TestCluster, config: impl FnOnce(LockConfig) -> LockConfig) -> LockClient {
-    LockClient::connect(config(LockConfig::cluster(cluster.seed_urls()))).await.expect("lock client")
+pub async fn client_with(
+    cluster: &TestCluster,
+    config: impl FnOnce(LockConfig) -> LockConfig,
+) -> LockClient {
+    LockClient::connect(config(LockConfig::cluster(cluster.seed_urls())))
+        .await
+        .expect("lock client")
 }
 
 pub async fn client(cluster: &TestCluster, prefix: &str) -> LockClient {
