@@ -35,6 +35,7 @@ pub struct LockConfig {
     pub(crate) notifications: bool,
     pub(crate) replica_acks: Option<(u32, Duration)>,
     pub(crate) command_timeout: Duration,
+    pub(crate) retry_interval: Duration,
 }
 
 impl LockConfig {
@@ -73,6 +74,7 @@ impl LockConfig {
             notifications: true,
             replica_acks: None,
             command_timeout: Duration::from_secs(5),
+            retry_interval: Duration::from_millis(50),
         }
     }
 
@@ -109,6 +111,13 @@ impl LockConfig {
         self
     }
 
+    /// How often a waiter tries again when it cannot be woken by a release message
+    /// (notifications off, or the subscription failed). Default 50 ms.
+    pub fn retry_interval(mut self, interval: Duration) -> LockConfig {
+        self.retry_interval = interval;
+        self
+    }
+
     /// Timeout of each command sent to Redis (default 5 s).
     pub fn command_timeout(mut self, timeout: Duration) -> LockConfig {
         self.command_timeout = timeout;
@@ -133,6 +142,9 @@ impl LockConfig {
                 "the lease is {:?}; it must be at least 30 ms",
                 self.lease
             )));
+        }
+        if self.retry_interval.is_zero() {
+            return Err(Error::InvalidConfig("the retry interval is zero".into()));
         }
         if self.command_timeout.is_zero() {
             return Err(Error::InvalidConfig("the command timeout is zero".into()));

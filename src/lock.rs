@@ -376,7 +376,10 @@ impl RwLock {
                         _ = tokio::time::sleep_until(until) => {}
                     }
                 }
-                None => tokio::time::sleep_until(until).await,
+                None => {
+                    let retry = Instant::now() + inner.config.retry_interval;
+                    tokio::time::sleep_until(until.min(retry)).await
+                }
             }
             if let Some(d) = deadline {
                 if Instant::now() >= d {
