@@ -37,11 +37,25 @@ impl Bench {
         }
     }
     fn report(&mut self, bench: &str, metric: &str, value: f64, unit: &str, target: &str) {
-        println!(r#"{{"bench":"{bench}","metric":"{metric}","value":{value:.4},"unit":"{unit}","target":"{target}"}}"#);
-        self.rows.push((bench.into(), metric.into(), format!("{} {unit}", pretty(value)), target.into()));
+        println!(
+            r#"{{"bench":"{bench}","metric":"{metric}","value":{value:.4},"unit":"{unit}","target":"{target}"}}"#
+        );
+        self.rows.push((
+            bench.into(),
+            metric.into(),
+            format!("{} {unit}", pretty(value)),
+            target.into(),
+        ));
     }
-    async fn client(&self, prefix: &str, tune: impl FnOnce(LockConfig) -> LockConfig) -> Result<LockClient, BoxError> {
-        Ok(LockClient::connect(tune(LockConfig::cluster(self.seeds.clone()).prefix(prefix))).await?)
+    async fn client(
+        &self,
+        prefix: &str,
+        tune: impl FnOnce(LockConfig) -> LockConfig,
+    ) -> Result<LockClient, BoxError> {
+        Ok(
+            LockClient::connect(tune(LockConfig::cluster(self.seeds.clone()).prefix(prefix)))
+                .await?,
+        )
     }
 }
 
@@ -66,13 +80,19 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -110,7 +130,14 @@ async fn evalsha_calls(client: &Client) -> Result<u64, BoxError> {
         total += info
             .lines()
             .find(|l| l.starts_with("cmdstat_evalsha:"))
-            .and_then(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .and_then(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .unwrap_or(0);
         c.quit().await?;
     }
@@ -122,7 +149,9 @@ async fn evalsha_calls(client: &Client) -> Result<u64, BoxError> {
 async fn b1(b: &mut Bench) -> Result<(), BoxError> {
     for (label, tasks) in [("B1", 32usize), ("B1-wide", 512)] {
         let client = b.client(&format!("b1-{tasks}"), |c| c).await?;
-        let locks: Vec<_> = (0..tasks).map(|i| client.rwlock(&format!("t{i}"))).collect::<Result<_, _>>()?;
+        let locks: Vec<_> = (0..tasks)
+            .map(|i| client.rwlock(&format!("t{i}")))
+            .collect::<Result<_, _>>()?;
         for l in &locks {
             l.write().await?.release().await?; // warm-up grant
         }
@@ -149,16 +178,38 @@ async fn b1(b: &mut Bench) -> Result<(), BoxError> {
             h.await??;
         }
         let rate = cycles.load(Ordering::Relaxed) as f64 / began.elapsed().as_secs_f64();
-        b.report(label, &format!("cycles/s ({tasks} tasks)"), rate, "1/s", if tasks == 32 { ">= 51000" } else { ">= 0.5 x ceiling" });
+        b.report(
+            label,
+            &format!("cycles/s ({tasks} tasks)"),
+            rate,
+            "1/s",
+            if tasks == 32 {
+                ">= 51000"
+            } else {
+                ">= 0.5 x ceiling"
+            },
+        );
         b.rows.last_mut().unwrap().2 = format!("{rate:.0} /s");
         client.close().await;
         if tasks == 512 {
             if let Some(ceiling) = ceiling(b).await? {
-                b.report("B1", "server ceiling (evalsha hincrby / 2)", ceiling, "1/s", "");
+                b.report(
+                    "B1",
+                    "server ceiling (evalsha hincrby / 2)",
+                    ceiling,
+                    "1/s",
+                    "",
+                );
                 b.report("B1-wide", "ratio to ceiling", rate / ceiling, "x", ">= 0.5");
             }
         } else {
-            b.report("B1", "ratio to best peer (51000)", rate / 51000.0, "x", ">= 1");
+            b.report(
+                "B1",
+                "ratio to best peer (51000)",
+                rate / 51000.0,
+                "x",
+                ">= 1",
+            );
         }
     }
     Ok(())
@@ -166,7 +217,11 @@ async fn b1(b: &mut Bench) -> Result<(), BoxError> {
 
 /// The server's ceiling: redis-benchmark on a one-command EVALSHA, requests/s / 2.
 async fn ceiling(b: &mut Bench) -> Result<Option<f64>, BoxError> {
-    if Command::new("redis-benchmark").arg("--version").output().is_err() {
+    if Command::new("redis-benchmark")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("redis-benchmark not found (Debian's redis-tools): no ceiling");
         return Ok(None);
     }
@@ -178,11 +233,28 @@ async fn ceiling(b: &mut Bench) -> Result<Option<f64>, BoxError> {
         sha = c.script_load(script).await?;
         c.quit().await?;
     }
-    let (host, port) = masters(probe.redis()).await?.into_iter().next().ok_or("no master")?;
+    let (host, port) = masters(probe.redis())
+        .await?
+        .into_iter()
+        .next()
+        .ok_or("no master")?;
     let n = if b.smoke.is_some() { 60_000 } else { 600_000 };
     let out = tokio::task::spawn_blocking(move || {
         Command::new("redis-benchmark")
-            .args(["-h", &host, "-p", &port.to_string(), "--cluster", "-c", "32", "-P", "32", "-n", &n.to_string(), "-q"])
+            .args([
+                "-h",
+                &host,
+                "-p",
+                &port.to_string(),
+                "--cluster",
+                "-c",
+                "32",
+                "-P",
+                "32",
+                "-n",
+                &n.to_string(),
+                "-q",
+            ])
             .args(["evalsha", &sha, "1", "b1:{tag}:__rand_int__", "tok"])
             .stderr(Stdio::null())
             .output()
@@ -192,10 +264,18 @@ async fn ceiling(b: &mut Bench) -> Result<Option<f64>, BoxError> {
     // "...: 123456.78 requests per second, p50=..."; progress lines end in \r
     let rps = text
         .split(['\r', '\n'])
-        .filter_map(|l| l.split(" requests per second").next().filter(|_| l.contains("requests per second")))
+        .filter_map(|l| {
+            l.split(" requests per second")
+                .next()
+                .filter(|_| l.contains("requests per second"))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .last();
-    let _: i64 = probe.redis().del("b1:{tag}:__rand_int__").await.unwrap_or(0);
+    let _: i64 = probe
+        .redis()
+        .del("b1:{tag}:__rand_int__")
+        .await
+        .unwrap_or(0);
     probe.close().await;
     Ok(rps.map(|r| r / 2.0))
 }
@@ -206,8 +286,12 @@ async fn b2(b: &mut Bench) -> Result<HashMap<bool, Vec<f64>>, BoxError> {
     let mut all = HashMap::new();
     for notifications in [true, false] {
         let prefix = format!("b2-{notifications}");
-        let a = b.client(&prefix, |c| c.notifications(notifications)).await?;
-        let bb = b.client(&prefix, |c| c.notifications(notifications)).await?;
+        let a = b
+            .client(&prefix, |c| c.notifications(notifications))
+            .await?;
+        let bb = b
+            .client(&prefix, |c| c.notifications(notifications))
+            .await?;
         let locks = [a.rwlock("handoff")?, bb.rwlock("handoff")?];
         locks[0].write().await?.release().await?; // warm-up grant
         let mut holder = locks[0].write().await?;
@@ -228,11 +312,41 @@ async fn b2(b: &mut Bench) -> Result<HashMap<bool, Vec<f64>>, BoxError> {
         holder.release().await?;
         latencies.sort_by(f64::total_cmp);
         let tag = if notifications { "on" } else { "off" };
-        let target = |t: &str| if notifications { t.to_string() } else { String::new() };
-        b.report("B2", &format!("hand-off p50, notifications {tag}"), pct(&latencies, 50.0), "ms", &target("<= 0.5"));
-        b.report("B2", &format!("hand-off p90, notifications {tag}"), pct(&latencies, 90.0), "ms", "");
-        b.report("B2", &format!("hand-off p99, notifications {tag}"), pct(&latencies, 99.0), "ms", &target("<= 2"));
-        b.report("B2", &format!("hand-off max, notifications {tag}"), pct(&latencies, 100.0), "ms", "");
+        let target = |t: &str| {
+            if notifications {
+                t.to_string()
+            } else {
+                String::new()
+            }
+        };
+        b.report(
+            "B2",
+            &format!("hand-off p50, notifications {tag}"),
+            pct(&latencies, 50.0),
+            "ms",
+            &target("<= 0.5"),
+        );
+        b.report(
+            "B2",
+            &format!("hand-off p90, notifications {tag}"),
+            pct(&latencies, 90.0),
+            "ms",
+            "",
+        );
+        b.report(
+            "B2",
+            &format!("hand-off p99, notifications {tag}"),
+            pct(&latencies, 99.0),
+            "ms",
+            &target("<= 2"),
+        );
+        b.report(
+            "B2",
+            &format!("hand-off max, notifications {tag}"),
+            pct(&latencies, 100.0),
+            "ms",
+            "",
+        );
         all.insert(notifications, latencies);
         a.close().await;
         bb.close().await;
@@ -256,18 +370,40 @@ fn plot(latencies: &HashMap<bool, Vec<f64>>, path: &std::path::Path) -> Result<(
         .x_label_area_size(45)
         .y_label_area_size(55)
         .build_cartesian_2d((0.05f64..max).log_scale(), 0f64..100f64)?;
-    chart.configure_mesh().x_desc("latency (ms)").y_desc("% of hand-offs").label_style(("sans-serif", 14)).draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (ms)")
+        .y_desc("% of hand-offs")
+        .label_style(("sans-serif", 14))
+        .draw()?;
     for (on, color) in [(true, &BLUE), (false, &RED)] {
-        let Some(v) = latencies.get(&on) else { continue };
+        let Some(v) = latencies.get(&on) else {
+            continue;
+        };
         let n = v.len() as f64;
-        let points: Vec<(f64, f64)> = v.iter().enumerate().map(|(i, x)| (x.max(0.05), (i + 1) as f64 * 100.0 / n)).collect();
-        let label = if on { "notifications on (sharded pub/sub)" } else { "notifications off (retry every 50 ms)" };
+        let points: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (x.max(0.05), (i + 1) as f64 * 100.0 / n))
+            .collect();
+        let label = if on {
+            "notifications on (sharded pub/sub)"
+        } else {
+            "notifications off (retry every 50 ms)"
+        };
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).draw()?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
     root.present()?;
     Ok(())
 }
@@ -328,7 +464,11 @@ async fn b3(b: &mut Bench) -> Result<(), BoxError> {
 
 /// `owners` owners on one client, one lock: write, hold 2 ms, release. Returns the grants
 /// per owner and the client's stats.
-async fn b4_run(client: &LockClient, owners: usize, run: Duration) -> Result<(Vec<u64>, cluster_rwlock::ClientStats), BoxError> {
+async fn b4_run(
+    client: &LockClient,
+    owners: usize,
+    run: Duration,
+) -> Result<(Vec<u64>, cluster_rwlock::ClientStats), BoxError> {
     let lock = client.rwlock("res")?;
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..owners)
@@ -373,11 +513,41 @@ async fn b4(b: &mut Bench) -> Result<(), BoxError> {
     let server = evalsha_calls(client.redis()).await? - server_before;
     let total: u64 = grants.iter().sum();
     let attempts = (after.attempts - before.attempts) as f64 / total as f64;
-    b.report("B4", "acquire attempts per grant (1 process)", attempts, "", "<= 1.5");
-    b.report("B4", "server EVALSHA per grant (acquire + release + renew)", server as f64 / total as f64, "", "");
-    b.report("B4", "round trips per grant (1 process)", (after.round_trips - before.round_trips) as f64 / total as f64, "", "<= 2.5");
-    b.report("B4", "grants/s (1 process)", total as f64 / elapsed, "1/s", "");
-    b.report("B4", "Jain fairness (1 process)", jain(&grants), "", ">= 0.95");
+    b.report(
+        "B4",
+        "acquire attempts per grant (1 process)",
+        attempts,
+        "",
+        "<= 1.5",
+    );
+    b.report(
+        "B4",
+        "server EVALSHA per grant (acquire + release + renew)",
+        server as f64 / total as f64,
+        "",
+        "",
+    );
+    b.report(
+        "B4",
+        "round trips per grant (1 process)",
+        (after.round_trips - before.round_trips) as f64 / total as f64,
+        "",
+        "<= 2.5",
+    );
+    b.report(
+        "B4",
+        "grants/s (1 process)",
+        total as f64 / elapsed,
+        "1/s",
+        "",
+    );
+    b.report(
+        "B4",
+        "Jain fairness (1 process)",
+        jain(&grants),
+        "",
+        ">= 0.95",
+    );
     client.close().await;
 
     // 16 owners over 4 processes
@@ -386,7 +556,13 @@ async fn b4(b: &mut Bench) -> Result<(), BoxError> {
     let children: Vec<_> = (0..4)
         .map(|_| {
             Command::new(&exe)
-                .args(["--child-b4", "--seeds", &b.seeds.join(","), "--seconds", &secs])
+                .args([
+                    "--child-b4",
+                    "--seeds",
+                    &b.seeds.join(","),
+                    "--seconds",
+                    &secs,
+                ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
@@ -396,19 +572,36 @@ async fn b4(b: &mut Bench) -> Result<(), BoxError> {
     for c in children {
         let out = c.wait_with_output()?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().find(|l| l.starts_with("CHILD ")).ok_or("child result")?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("CHILD "))
+            .ok_or("child result")?;
         let mut parts = line["CHILD ".len()..].split(' ');
         attempts += parts.next().ok_or("attempts")?.parse::<u64>()?;
-        grants.extend(parts.map(|g| g.parse::<u64>()).collect::<Result<Vec<_>, _>>()?);
+        grants.extend(
+            parts
+                .map(|g| g.parse::<u64>())
+                .collect::<Result<Vec<_>, _>>()?,
+        );
     }
     let total: u64 = grants.iter().sum();
-    b.report("B4", "acquire attempts per grant (4 processes)", attempts as f64 / total.max(1) as f64, "", "<= 3");
+    b.report(
+        "B4",
+        "acquire attempts per grant (4 processes)",
+        attempts as f64 / total.max(1) as f64,
+        "",
+        "<= 3",
+    );
     b.report("B4", "Jain fairness (4 processes)", jain(&grants), "", "");
     Ok(())
 }
 
 async fn b4_child() -> Result<(), BoxError> {
-    let seeds: Vec<String> = arg("--seeds").ok_or("--seeds")?.split(',').map(String::from).collect();
+    let seeds: Vec<String> = arg("--seeds")
+        .ok_or("--seeds")?
+        .split(',')
+        .map(String::from)
+        .collect();
     let secs: u64 = arg("--seconds").ok_or("--seconds")?.parse()?;
     let client = LockClient::connect(LockConfig::cluster(seeds).prefix("b4x")).await?;
     client.rwlock("res")?.write().await?.release().await?; // warm-up grant
@@ -423,7 +616,10 @@ async fn b4_child() -> Result<(), BoxError> {
 
 async fn memory_usage(client: &LockClient, key: &str, slot: u16) -> Result<Option<i64>, BoxError> {
     let cmd = CustomCommand::new_static("MEMORY", ClusterHash::Custom(slot), false);
-    Ok(client.redis().custom(cmd, vec!["USAGE", key, "SAMPLES", "0"]).await?)
+    Ok(client
+        .redis()
+        .custom(cmd, vec!["USAGE", key, "SAMPLES", "0"])
+        .await?)
 }
 
 async fn b5(b: &mut Bench) -> Result<(), BoxError> {
@@ -439,7 +635,17 @@ async fn b5(b: &mut Bench) -> Result<(), BoxError> {
     let hundred: Option<i64> = memory_usage(&client, lock.key(), lock.slot()).await?;
     let other_keys: Vec<String> = {
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Custom(lock.slot()), false);
-        client.redis().custom(cmd, vec!["GETKEYSINSLOT".to_string(), lock.slot().to_string(), "10".into()]).await?
+        client
+            .redis()
+            .custom(
+                cmd,
+                vec![
+                    "GETKEYSINSLOT".to_string(),
+                    lock.slot().to_string(),
+                    "10".into(),
+                ],
+            )
+            .await?
     };
     for r in readers {
         r.release().await?;
@@ -447,8 +653,20 @@ async fn b5(b: &mut Bench) -> Result<(), BoxError> {
     let (one, hundred) = (one.unwrap_or(0) as f64, hundred.unwrap_or(0) as f64);
     b.report("B5", "MEMORY USAGE, 1 writer", one, "bytes", "");
     b.report("B5", "MEMORY USAGE, 100 readers", hundred, "bytes", "");
-    b.report("B5", "bytes per reader hold", (hundred - one) / 99.0, "bytes", "< 200");
-    b.report("B5", "keys in the lock's slot with 100 readers", other_keys.len() as f64, "", "1 (one hash per lock)");
+    b.report(
+        "B5",
+        "bytes per reader hold",
+        (hundred - one) / 99.0,
+        "bytes",
+        "< 200",
+    );
+    b.report(
+        "B5",
+        "keys in the lock's slot with 100 readers",
+        other_keys.len() as f64,
+        "",
+        "1 (one hash per lock)",
+    );
 
     // idle waiters: 10,000 on 100 held locks
     let holder = b.client("b5", |c| c).await?;
@@ -469,8 +687,20 @@ async fn b5(b: &mut Bench) -> Result<(), BoxError> {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_kib();
-    b.report("B5", "client memory per idle waiter", (after.saturating_sub(before) * 1024) as f64 / n_waiters as f64, "bytes", "");
-    b.report("B5", "subscriptions for those waiters", waiters_client.stats().subscriptions as f64, "", "= locks (100)");
+    b.report(
+        "B5",
+        "client memory per idle waiter",
+        (after.saturating_sub(before) * 1024) as f64 / n_waiters as f64,
+        "bytes",
+        "",
+    );
+    b.report(
+        "B5",
+        "subscriptions for those waiters",
+        waiters_client.stats().subscriptions as f64,
+        "",
+        "= locks (100)",
+    );
     for t in &tasks {
         t.abort();
     }
@@ -488,8 +718,20 @@ async fn b5(b: &mut Bench) -> Result<(), BoxError> {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let s1 = renewing.stats();
     let rounds = (s1.renewal_rounds - s0.renewal_rounds).max(1) as f64;
-    b.report("B5", &format!("renewal round trips per interval ({n_held} locks)"), (s1.round_trips - s0.round_trips) as f64 / rounds, "", "batched");
-    b.report("B5", &format!("lock renewals per interval ({n_held} locks)"), (s1.renewals - s0.renewals) as f64 / rounds, "", "");
+    b.report(
+        "B5",
+        &format!("renewal round trips per interval ({n_held} locks)"),
+        (s1.round_trips - s0.round_trips) as f64 / rounds,
+        "",
+        "batched",
+    );
+    b.report(
+        "B5",
+        &format!("lock renewals per interval ({n_held} locks)"),
+        (s1.renewals - s0.renewals) as f64 / rounds,
+        "",
+        "",
+    );
     for g in guards {
         g.release().await?;
     }
@@ -501,9 +743,12 @@ async fn b5(b: &mut Bench) -> Result<(), BoxError> {
 }
 
 async fn run() -> Result<(), BoxError> {
-    let only: Option<Vec<String>> = arg("--only").map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let only: Option<Vec<String>> =
+        arg("--only").map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
-    let smoke = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok());
+    let smoke = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let (seeds, _cluster) = match arg("--url") {
         Some(url) => (vec![url], None),
         None => {
@@ -511,13 +756,18 @@ async fn run() -> Result<(), BoxError> {
             (c.seed_urls(), Some(c))
         }
     };
-    let mut b = Bench { seeds, smoke, rows: Vec::new() };
+    let mut b = Bench {
+        seeds,
+        smoke,
+        rows: Vec::new(),
+    };
     if wants("B1") {
         b1(&mut b).await?;
     }
     if wants("B2") {
         let latencies = b2(&mut b).await?;
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/handoff.png");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/handoff.png");
         match plot(&latencies, &path) {
             Ok(()) => eprintln!("plot: {}", path.display()),
             Err(e) => eprintln!("no plot: {e}"),
@@ -541,7 +791,10 @@ async fn run() -> Result<(), BoxError> {
 
 fn main() -> Result<(), BoxError> {
     // the definitions say: one client on a 2-worker runtime
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     if std::env::args().any(|a| a == "--child-b4") {
         return rt.block_on(b4_child());
     }

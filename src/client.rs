@@ -109,6 +109,8 @@ impl LockClient {
                 c.connection_timeout = timeout;
                 c.internal_command_timeout = timeout;
                 c.max_command_attempts = 3;
+                // lock traffic is small request/reply: never wait for Nagle
+                c.tcp.nodelay = Some(true);
             })
             .with_performance_config(|p| p.default_command_timeout = timeout)
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));

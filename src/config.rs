@@ -183,7 +183,9 @@ impl LockConfig {
 
 fn check_scheme(url: &str) -> Result<()> {
     let scheme = url.split("://").next().unwrap_or_default();
-    if url.contains("://") && ["redis", "rediss", "redis-cluster", "rediss-cluster"].contains(&scheme) {
+    if url.contains("://")
+        && ["redis", "rediss", "redis-cluster", "rediss-cluster"].contains(&scheme)
+    {
         Ok(())
     } else {
         Err(Error::InvalidConfig(format!(

@@ -9,7 +9,7 @@ use crate::client::Inner;
 use crate::error::{Error, Result};
 use crate::guard::{Hold, ReadGuard, WriteGuard};
 use crate::keys;
-use crate::notify::Subscription;
+use crate::notify::{Subscription, Wake};
 use crate::scripts::{Attempt, Mode, Target};
 use crate::slot;
 
@@ -89,34 +89,25 @@ enum Outcome {
     Busy(u64),
 }
 
-/// Undoes what a waiting acquire left in Redis when it ends without a grant: its place in
-/// the writer queue, and a grant whose reply was lost to an error.
+/// Undoes what an acquire left in Redis when it ends without a grant: a place in the
+/// writer queue, a hold handed over while queued, or a grant whose reply was lost to an
+/// error. Both steps are idempotent.
 struct Leftovers {
     lock: RwLock,
     id: u64,
-    queued: bool,
-    uncertain: bool,
+    write: bool,
+    armed: bool,
 }
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
-        if !self.queued && !self.uncertain {
-            return;
+        if self.armed {
+            let (lock, id, write) = (self.lock.clone(), self.id, self.write);
+            lock.inner
+                .clone()
+                .runtime
+                .spawn(async move { lock.abandon(id, write).await });
         }
-        let (lock, id, queued, uncertain) =
-            (self.lock.clone(), self.id, self.queued, self.uncertain);
-        lock.inner.clone().runtime.spawn(async move {
-            if uncertain {
-                let _ = lock.release_hold(id).await;
-            }
-            if queued {
-                let inner = &lock.inner;
-                let _ = inner
-                    .scripts
-                    .withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner)
-                    .await;
-            }
-        });
     }
 }
 
@@ -263,6 +254,18 @@ impl RwLock {
         Ok(())
     }
 
+    /// Gives back hold `id` if it exists and, for a writer, leaves the queue.
+    async fn abandon(&self, id: u64, write: bool) {
+        let _ = self.release_hold(id).await;
+        if write {
+            let inner = &self.inner;
+            let _ = inner
+                .scripts
+                .withdraw(&inner.client, &inner.counters, &self.target(), &self.owner)
+                .await;
+        }
+    }
+
     pub(crate) async fn release_hold(&self, id: u64) -> Result<bool> {
         let inner = &self.inner;
         inner
@@ -299,11 +302,11 @@ impl RwLock {
         let mut leftovers = Leftovers {
             lock: self.clone(),
             id,
-            queued: false,
-            uncertain: true,
+            write: false,
+            armed: true,
         };
         let outcome = self.attempt(mode, id, false).await;
-        leftovers.uncertain = matches!(outcome, Err(Error::Redis(_)));
+        leftovers.armed = matches!(outcome, Err(Error::Redis(_)));
         match outcome? {
             Outcome::Granted(hold) => Ok(Some(hold)),
             Outcome::Busy(_) => Ok(None),
@@ -322,8 +325,8 @@ impl RwLock {
         let mut leftovers = Leftovers {
             lock: self.clone(),
             id,
-            queued: false,
-            uncertain: false,
+            write,
+            armed: false,
         };
         let mut sub: Option<Subscription> = None;
         let refresh = inner.config.lease / 3;
@@ -333,9 +336,7 @@ impl RwLock {
                     sub = Some(n.join(&self.channel).await);
                 }
             }
-            leftovers.uncertain = true;
-            // a write attempt may queue: if this future is dropped, leave the queue
-            leftovers.queued |= write;
+            leftovers.armed = true;
             let outcome = match deadline {
                 None => self.attempt(mode, id, write).await,
                 Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, write)).await {
@@ -345,12 +346,12 @@ impl RwLock {
             };
             let wait = match outcome {
                 Ok(Outcome::Granted(hold)) => {
-                    leftovers.uncertain = false;
-                    leftovers.queued = false;
+                    leftovers.armed = false;
                     return Ok(hold);
                 }
                 Ok(Outcome::Busy(wait_ms)) => {
-                    leftovers.uncertain = false;
+                    // a queued writer may be handed the lock until it leaves the queue
+                    leftovers.armed = write;
                     // the queue entry lives one lease: come back before it lapses
                     Duration::from_millis(wait_ms).min(refresh)
                 }
@@ -371,9 +372,33 @@ impl RwLock {
             match sub.as_mut().filter(|s| s.is_live()) {
                 Some(s) => {
                     let owner = &self.owner;
-                    tokio::select! {
-                        _ = async { while !s.next().await.concerns(write, owner) {} } => {}
-                        _ = tokio::time::sleep_until(until) => {}
+                    let woken = tokio::select! {
+                        w = async {
+                            loop {
+                                let w = s.next().await;
+                                if w.concerns(write, owner) {
+                                    break w;
+                                }
+                            }
+                        } => Some(w),
+                        _ = tokio::time::sleep_until(until) => None,
+                    };
+                    if let Some(Wake::Granted {
+                        id: handed, fence, ..
+                    }) = woken
+                    {
+                        if handed == id {
+                            // the releaser handed the lock over: no further round trip
+                            match self.handed_over(id, fence).await {
+                                Ok(hold) => {
+                                    leftovers.armed = false;
+                                    return Ok(hold);
+                                }
+                                // gone again before it was confirmed: keep waiting
+                                Err(Error::LockLost) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
                     }
                 }
                 None => {
@@ -387,6 +412,36 @@ impl RwLock {
                 }
             }
         }
+    }
+
+    /// Takes a hold that a release handed to this queued writer. With replica acks, the
+    /// hold is first written again on this connection (a renewal), so that WAIT covers it.
+    async fn handed_over(&self, id: u64, fence: u64) -> Result<Hold> {
+        let hold = Hold::new(self.clone(), id, fence, Mode::Write, Instant::now());
+        if let Some((wanted, timeout)) = self.inner.config.replica_acks {
+            let inner = &self.inner;
+            let owners = [self.owner()];
+            let present = inner
+                .scripts
+                .renew(
+                    &inner.client,
+                    &inner.counters,
+                    &self.target(),
+                    inner.lease_ms(),
+                    &owners,
+                )
+                .await?;
+            if !present.first().is_some_and(|ids| ids.contains(&id)) {
+                let _ = hold.release().await;
+                return Err(Error::LockLost);
+            }
+            let acked = self.wait_replicas(wanted, timeout).await?;
+            if acked < wanted {
+                let _ = hold.release().await;
+                return Err(Error::NotReplicated { wanted, acked });
+            }
+        }
+        Ok(hold)
     }
 
     /// One attempt, run as a task of its own: if the caller goes away after the grant

@@ -22,25 +22,37 @@ pub(crate) enum Wake {
     Anyone,
     /// Readers.
     Readers,
-    /// The queued writer with this owner token.
-    Writer(String),
+    /// The lock was handed to the queued writer with this owner token, as the hold with
+    /// this id and fence.
+    Granted { owner: String, id: u64, fence: u64 },
 }
 
 impl Wake {
     fn parse(payload: &str) -> Wake {
         match payload {
             "r" => Wake::Readers,
-            p if p.starts_with("w ") => Wake::Writer(p[2..].to_string()),
+            p if p.starts_with("g ") => {
+                let mut parts = p[2..].split(' ');
+                let granted = (|| {
+                    let owner = parts.next()?.to_string();
+                    let id = parts.next()?.parse().ok()?;
+                    let fence = parts.next()?.parse().ok()?;
+                    Some(Wake::Granted { owner, id, fence })
+                })();
+                // unreadable: let everyone look for themselves
+                granted.unwrap_or(Wake::Anyone)
+            }
             _ => Wake::Anyone,
         }
     }
 
-    /// Whether a waiter of this mode and owner should attempt again.
+    /// Whether a waiter of this mode and owner should attempt again (or, for a hand-off,
+    /// has been granted the lock).
     pub fn concerns(&self, write: bool, owner: &str) -> bool {
         match self {
             Wake::Anyone => true,
             Wake::Readers => !write,
-            Wake::Writer(o) => write && o == owner,
+            Wake::Granted { owner: o, .. } => write && o == owner,
         }
     }
 }

@@ -3,7 +3,8 @@
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  'r' or 'w'
 -- ARGV[2]  owner token
--- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted twice)
+-- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted
+--          twice, and a hold handed over while queued is found under it)
 -- ARGV[4]  lease in ms
 -- ARGV[5]  '1': a write attempt that fails joins the writer queue (or keeps its place)
 -- ARGV[6]  publish command: 'spublish', 'publish', or '' for none
@@ -35,18 +36,7 @@ else
 end
 
 if granted then
-  local f = next_fence()
-  if mine == nil then
-    mine = {deadline = 0, holds = {}}
-    owners[owner] = mine
-  end
-  mine.holds[#mine.holds + 1] = {mode, id, f}
-  if now + lease > mine.deadline then mine.deadline = now + lease end
-  save_owner(owner)
-  if queue[owner] ~= nil then
-    queue[owner] = nil
-    redis.call('HDEL', key, 'q:' .. owner)
-  end
+  local f = grant(owner, mode, id, lease)
   finish(ARGV[6])
   return {1, f}
 end
@@ -54,11 +44,18 @@ end
 if mode == 'w' and ARGV[5] == '1' then
   local q = queue[owner]
   if q == nil then
-    q = {seq = now_us, deadline = 0}
+    q = {seq = now_us}
     queue[owner] = q
   end
-  q.deadline = now + lease
-  redis.call('HSET', key, 'q:' .. owner, fmt(q.seq) .. ' ' .. fmt(q.deadline))
+  q.deadline, q.id, q.lease = now + lease, id, lease
+  touch('q:' .. owner)
 end
 finish(ARGV[6])
+-- finish() may have handed the free lock to this very writer (it was first in line)
+mine = owners[owner]
+if mine ~= nil then
+  for _, h in ipairs(mine.holds) do
+    if h[2] == id then return {1, h[3]} end
+  end
+end
 return {0, wait_ms(owner, lease)}

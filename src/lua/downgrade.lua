@@ -14,15 +14,13 @@
 local owner, wid, rid, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local mine = owners[owner]
 if mine ~= nil then
-  for i, h in ipairs(mine.holds) do
+  for _, h in ipairs(mine.holds) do
     if h[2] == rid then return {1, h[3]} end
   end
   for i, h in ipairs(mine.holds) do
     if h[2] == wid and h[1] == 'w' then
-      local f = next_fence()
-      mine.holds[i] = {'r', rid, f}
-      if now + lease > mine.deadline then mine.deadline = now + lease end
-      save_owner(owner)
+      table.remove(mine.holds, i)
+      local f = grant(owner, 'r', rid, lease)
       finish(ARGV[5])
       return {1, f}
     end

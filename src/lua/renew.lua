@@ -4,8 +4,8 @@
 -- ARGV[1]  lease in ms
 -- ARGV[2]  publish command: 'spublish', 'publish', or ''
 -- ARGV[3..] owner tokens
--- Returns one entry per owner, in order: the space-separated ids of the holds it still
--- has ('' when it has none left: its lease ran out or its holds were removed).
+-- Returns {1, list}: one entry per owner, in order: the space-separated ids of the holds
+-- it still has ('' when it has none left: its lease ran out or its holds were removed).
 -- {-3, type}, {-4, field}: see prelude
 local lease = tonumber(ARGV[1])
 local out = {}
@@ -15,7 +15,7 @@ for i = 3, #ARGV do
     out[#out + 1] = ''
   else
     e.deadline = now + lease
-    save_owner(ARGV[i])
+    touch('o:' .. ARGV[i])
     local ids = {}
     for _, h in ipairs(e.holds) do ids[#ids + 1] = h[2] end
     out[#out + 1] = table.concat(ids, ' ')

@@ -6,7 +6,7 @@
 -- Returns {1}; {-3, type}, {-4, field}: see prelude
 if queue[ARGV[1]] ~= nil then
   queue[ARGV[1]] = nil
-  redis.call('HDEL', key, 'q:' .. ARGV[1])
+  drop('q:' .. ARGV[1])
 end
 finish(ARGV[2])
 return {1}
