@@ -1,5 +1,6 @@
 //! Release notifications: one (sharded) pub/sub subscription per lock name per client,
-//! shared by the local waiters and dropped when the last one leaves.
+//! shared by the local waiters and dropped when the last one leaves, after a short
+//! linger, so that a lock taken in a loop does not subscribe and unsubscribe each time.
 //!
 //! A waiter joins BEFORE its attempt, so a release that follows the failed attempt is
 //! never missed while the subscription is live. Subscriptions are renewed after
@@ -10,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
@@ -57,9 +59,14 @@ impl Wake {
     }
 }
 
+/// How long a subscription outlives its last waiter.
+const LINGER: Duration = Duration::from_secs(2);
+
 struct Entry {
     tx: broadcast::Sender<Wake>,
     waiters: usize,
+    /// When the last waiter left (the subscription lingers until LINGER after that).
+    idle_since: Option<Instant>,
     subscribed: Arc<tokio::sync::OnceCell<bool>>,
 }
 
@@ -102,34 +109,10 @@ impl Drop for Subscription {
             .channels
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let last = match map.get_mut(&self.channel) {
-            Some(e) => {
-                e.waiters -= 1;
-                e.waiters == 0
-            }
-            None => false,
-        };
-        if last {
-            map.remove(&self.channel);
-            drop(map);
-            let notifier = self.notifier.clone();
-            let channel = std::mem::take(&mut self.channel);
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _op = notifier.ops.lock().await;
-                    let rejoined = notifier
-                        .channels
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .contains_key(&channel);
-                    if !rejoined {
-                        let _ = if notifier.sharded {
-                            notifier.subscriber.sunsubscribe(channel).await
-                        } else {
-                            notifier.subscriber.unsubscribe(channel).await
-                        };
-                    }
-                });
+        if let Some(e) = map.get_mut(&self.channel) {
+            e.waiters -= 1;
+            if e.waiters == 0 {
+                e.idle_since = Some(Instant::now());
             }
         }
     }
@@ -164,6 +147,15 @@ impl Notifier {
             }
         });
         let weak = Arc::downgrade(&notifier);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(LINGER / 2);
+            loop {
+                tick.tick().await;
+                let Some(n) = weak.upgrade() else { return };
+                n.sweep().await;
+            }
+        });
+        let weak = Arc::downgrade(&notifier);
         let mut reconnects = notifier.subscriber.reconnect_rx();
         let mut sub_changes = notifier.subscriber.cluster_change_rx();
         let mut changes = commands.cluster_change_rx();
@@ -179,6 +171,38 @@ impl Notifier {
             }
         });
         notifier
+    }
+
+    /// Unsubscribes from channels whose last waiter left more than LINGER ago.
+    async fn sweep(&self) {
+        let stale: Vec<String> = {
+            let mut map = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            let stale: Vec<String> = map
+                .iter()
+                .filter(|(_, e)| e.idle_since.is_some_and(|t| t.elapsed() >= LINGER))
+                .map(|(c, _)| c.clone())
+                .collect();
+            for c in &stale {
+                map.remove(c);
+            }
+            stale
+        };
+        if stale.is_empty() {
+            return;
+        }
+        let _op = self.ops.lock().await;
+        // a channel joined again meanwhile has subscribed anew (after us, under `ops`)
+        let still_gone: Vec<String> = {
+            let map = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            stale.into_iter().filter(|c| !map.contains_key(c)).collect()
+        };
+        for c in still_gone {
+            let _ = if self.sharded {
+                self.subscriber.sunsubscribe(c).await
+            } else {
+                self.subscriber.unsubscribe(c).await
+            };
+        }
     }
 
     fn dispatch(&self, channel: &str, wake: Wake) {
@@ -214,9 +238,11 @@ impl Notifier {
             let entry = map.entry(channel.to_string()).or_insert_with(|| Entry {
                 tx: broadcast::channel(16).0,
                 waiters: 0,
+                idle_since: None,
                 subscribed: Arc::new(tokio::sync::OnceCell::new()),
             });
             entry.waiters += 1;
+            entry.idle_since = None;
             (entry.tx.subscribe(), entry.subscribed.clone())
         };
         let live = *subscribed
