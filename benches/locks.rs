@@ -270,7 +270,7 @@ async fn ceiling(b: &mut Bench) -> Result<Option<f64>, BoxError> {
                 .filter(|_| l.contains("requests per second"))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .last();
+        .next_back();
     let _: i64 = probe
         .redis()
         .del("b1:{tag}:__rand_int__")
