@@ -254,16 +254,23 @@ impl RwLock {
         Ok(())
     }
 
-    /// Gives back hold `id` if it exists and, for a writer, leaves the queue.
+    /// Gives back hold `id` if it exists and, for a writer, leaves the queue, in one step.
     async fn abandon(&self, id: u64, write: bool) {
-        let _ = self.release_hold(id).await;
-        if write {
-            let inner = &self.inner;
-            let _ = inner
+        let inner = &self.inner;
+        let _ = if write {
+            inner
                 .scripts
-                .withdraw(&inner.client, &inner.counters, &self.target(), &self.owner)
-                .await;
-        }
+                .withdraw(
+                    &inner.client,
+                    &inner.counters,
+                    &self.target(),
+                    &self.owner,
+                    id,
+                )
+                .await
+        } else {
+            self.release_hold(id).await.map(|_| ())
+        };
     }
 
     pub(crate) async fn release_hold(&self, id: u64) -> Result<bool> {
@@ -455,11 +462,7 @@ impl RwLock {
             // for a caller who is gone leaves the queue
             if let Err(Ok(Outcome::Busy(_))) = tx.send(result) {
                 if queue {
-                    let inner = &lock.inner;
-                    let _ = inner
-                        .scripts
-                        .withdraw(&inner.client, &inner.counters, &lock.target(), &lock.owner)
-                        .await;
+                    lock.abandon(id, true).await;
                 }
             }
         });

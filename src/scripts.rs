@@ -253,14 +253,16 @@ impl Scripts {
         )
     }
 
+    /// Leaves the writer queue and gives back hold `hold` if it was handed over.
     pub async fn withdraw(
         &self,
         client: &Client,
         counters: &Counters,
         t: &Target<'_>,
         owner: &str,
+        hold: u64,
     ) -> Result<()> {
-        let args = vec![owner.to_string(), t.publish.to_string()];
+        let args = vec![owner.to_string(), t.publish.to_string(), hold.to_string()];
         status(
             t.key,
             self.run(client, counters, &self.withdraw, t, args).await?,
