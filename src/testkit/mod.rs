@@ -848,6 +848,75 @@ impl TestCluster {
         Ok(out)
     }
 
+    /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
+    pub async fn command_on_all(&self, cmd: &'static str, args: &[&str]) -> Result<(), TestkitError> {
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            admin::call(node.info.port, cmd, args.iter().map(|a| a.to_string()).collect()).await?;
+        }
+        Ok(())
+    }
+
+    /// The replica that follows node `index` now.
+    pub async fn replica_of(&self, index: usize) -> Result<NodeInfo, TestkitError> {
+        let port = self.node(index)?.info.port;
+        let lines = admin::cluster_nodes(port).await?;
+        let id = lines
+            .iter()
+            .find(|l| l.flags.contains("myself"))
+            .map(|l| l.id.clone())
+            .ok_or_else(|| TestkitError::Command(format!("node {port} does not list itself")))?;
+        let replica = lines
+            .iter()
+            .find(|l| l.master_id == id && !l.is_failed())
+            .ok_or_else(|| TestkitError::Command(format!("node {port} has no replica")))?;
+        self.nodes
+            .iter()
+            .find(|n| n.info.port == replica.port)
+            .map(|n| n.info.clone())
+            .ok_or_else(|| TestkitError::Command(format!("unknown replica port {}", replica.port)))
+    }
+
+    /// Moves `slot`, with its keys, to the master `to` (CLUSTER SETSLOT IMPORTING /
+    /// MIGRATING, MIGRATE, SETSLOT NODE), as a resharding would.
+    pub async fn move_slot(&self, slot: u16, to: usize) -> Result<(), TestkitError> {
+        let from = self.master_for_slot(slot).await?;
+        let to = self.node(to)?.info.clone();
+        if from.port == to.port {
+            return Ok(());
+        }
+        let id = |port: u16| async move { admin::text(port, "CLUSTER", &["MYID"]).await };
+        let (from_id, to_id) = (id(from.port).await?, id(to.port).await?);
+        let s = slot.to_string();
+        admin::text(to.port, "CLUSTER", &["SETSLOT", &s, "IMPORTING", &from_id]).await?;
+        admin::text(from.port, "CLUSTER", &["SETSLOT", &s, "MIGRATING", &to_id]).await?;
+        loop {
+            let keys = admin::call(from.port, "CLUSTER", vec!["GETKEYSINSLOT".into(), s.clone(), "100".into()]).await?;
+            let keys: Vec<String> = match keys {
+                fred::prelude::Value::Array(k) => k.into_iter().filter_map(|k| k.into_string()).collect(),
+                _ => Vec::new(),
+            };
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["127.0.0.1".to_string(), to.port.to_string(), String::new(), "0".into(), "5000".into(), "KEYS".into()];
+            args.extend(keys);
+            admin::call(from.port, "MIGRATE", args).await?;
+        }
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            let lines = admin::cluster_nodes(node.info.port).await?;
+            if lines.iter().any(|l| l.flags.contains("myself") && l.is_master()) {
+                admin::text(node.info.port, "CLUSTER", &["SETSLOT", &s, "NODE", &to_id]).await?;
+            }
+        }
+        Ok(())
+    }
+
     fn node(&self, index: usize) -> Result<&Node, TestkitError> {
         self.nodes.get(index).ok_or(TestkitError::NoSuchNode(index))
     }

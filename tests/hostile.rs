@@ -1,0 +1,145 @@
+//! Bad input and hostile state: every case is a typed error, never a panic, and never a
+//! grant that should not be.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::{Error, LockClient, LockConfig};
+use common::{assert_no_keys, client, cluster, prefix};
+use fred::prelude::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_another_type_is_refused_and_kept() {
+    let cluster = cluster().await;
+    let p = prefix("type");
+    let client = client(cluster, &p).await;
+    let redis = client.redis().clone();
+    let s = client.rwlock("a-string").unwrap();
+    let _: () = redis.set(s.key(), "someone else's", None, None, false).await.unwrap();
+    let l = client.rwlock("a-list").unwrap();
+    let _: i64 = redis.rpush(l.key(), vec!["x", "y"]).await.unwrap();
+    for lock in [&s, &l] {
+        assert!(matches!(lock.write().await, Err(Error::WrongType { .. })));
+        assert!(matches!(lock.try_read().await, Err(Error::WrongType { .. })));
+        assert!(matches!(lock.read_timeout(Duration::from_millis(100)).await, Err(Error::WrongType { .. })));
+        assert!(matches!(lock.state().await, Err(Error::WrongType { .. })));
+    }
+    let kept: String = redis.get(s.key()).await.unwrap();
+    assert_eq!(kept, "someone else's");
+    let kept: Vec<String> = redis.lrange(l.key(), 0, -1).await.unwrap();
+    assert_eq!(kept, vec!["x", "y"]);
+    for lock in [&s, &l] {
+        let _: i64 = redis.del(lock.key()).await.unwrap();
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hash_with_garbage_is_refused_and_kept() {
+    let cluster = cluster().await;
+    let p = prefix("garbage");
+    let client = client(cluster, &p).await;
+    let redis = client.redis().clone();
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("unknown-field", vec![("hello", "world")]),
+        ("bad-deadline", vec![("o:someone", "soon r1:2")]),
+        ("bad-hold", vec![("o:someone", "99999999999999 x1:2")]),
+        ("no-holds", vec![("o:someone", "99999999999999")]),
+        ("bad-queue", vec![("q:someone", "first")]),
+        ("bad-fence", vec![("fence", "-")]),
+    ];
+    for (name, fields) in &cases {
+        let lock = client.rwlock(name).unwrap();
+        let _: () = redis.hset(lock.key(), fields.clone()).await.unwrap();
+        assert!(matches!(lock.write().await, Err(Error::Corrupt { .. })), "{name}");
+        assert!(matches!(lock.try_read().await, Err(Error::Corrupt { .. })), "{name}");
+        let kept: std::collections::HashMap<String, String> = redis.hgetall(lock.key()).await.unwrap();
+        assert_eq!(kept.len(), fields.len(), "{name}: the hash is untouched");
+        let _: i64 = redis.del(lock.key()).await.unwrap();
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_name_that_is_not_utf8_still_holds() {
+    let cluster = cluster().await;
+    let p = prefix("utf8");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("bytes").unwrap();
+    // a well-formed hold of an owner whose name is not UTF-8, far in the future
+    let mut field = b"o:".to_vec();
+    field.extend_from_slice(&[0xff, 0xfe, 0x80]);
+    let _: () = client
+        .redis()
+        .hset(lock.key(), (Value::Bytes(field.into()), Value::from("99999999999999 w1:5")))
+        .await
+        .unwrap();
+    // never granted against it, and the state is a typed error, not a panic
+    assert!(lock.try_write().await.unwrap().is_none());
+    assert!(lock.try_read().await.unwrap().is_none());
+    assert!(matches!(lock.write_timeout(Duration::from_millis(100)).await, Err(Error::Timeout(_))));
+    assert!(matches!(lock.state().await, Err(Error::Protocol(_))));
+    let _: i64 = client.redis().del(lock.key()).await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_leases_and_urls() {
+    let cluster = cluster().await;
+    let p = prefix("input");
+    let client = client(cluster, &p).await;
+    assert!(matches!(client.rwlock(&"x".repeat(1 << 20)), Err(Error::InvalidName(_))));
+    assert!(matches!(client.rwlock(""), Err(Error::InvalidName(_))));
+    for lease in [Duration::ZERO, Duration::from_millis(10)] {
+        let r = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(lease)).await;
+        assert!(matches!(r, Err(Error::InvalidConfig(_))), "lease {lease:?}");
+    }
+    assert!(matches!(LockConfig::from_url("not a url"), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        LockClient::connect(LockConfig::cluster(["http://127.0.0.1:1"])).await,
+        Err(Error::InvalidConfig(_))
+    ));
+    // nothing listens on port 1: a prompt, typed error
+    let began = Instant::now();
+    let r = LockClient::connect(
+        LockConfig::cluster(["redis://127.0.0.1:1"]).command_timeout(Duration::from_secs(1)),
+    )
+    .await;
+    assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
+    assert!(began.elapsed() < Duration::from_secs(5), "took {:?}", began.elapsed());
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_and_a_user_without_scripts() {
+    let cluster = cluster().await;
+    let p = prefix("acl");
+    let user = format!("locker{}", &p[p.len() - 8..]);
+    let plain = format!("plain{}", &p[p.len() - 8..]);
+    cluster
+        .command_on_all("ACL", &["SETUSER", &user, "on", ">right", "~*", "&*", "+@all"])
+        .await
+        .unwrap();
+    cluster
+        .command_on_all("ACL", &["SETUSER", &plain, "on", ">pw", "~*", "&*", "+@all", "-@scripting"])
+        .await
+        .unwrap();
+    let port = cluster.nodes()[0].port;
+    let url = |u: &str, pw: &str| format!("redis://{u}:{pw}@127.0.0.1:{port}");
+
+    let wrong = LockClient::connect(LockConfig::cluster([url(&user, "wrong")]).prefix(&p)).await;
+    assert!(matches!(&wrong, Err(Error::Redis(_))), "{wrong:?}");
+
+    let no_scripts = LockClient::connect(LockConfig::cluster([url(&plain, "pw")]).prefix(&p)).await;
+    match &no_scripts {
+        Err(Error::Redis(e)) => assert!(e.to_string().to_uppercase().contains("NOPERM"), "{e}"),
+        other => panic!("a user without EVAL/EVALSHA: {other:?}"),
+    }
+
+    let right = LockClient::connect(LockConfig::cluster([url(&user, "right")]).prefix(&p)).await.expect("right password");
+    right.rwlock("acl").unwrap().write().await.unwrap().release().await.unwrap();
+    right.close().await;
+    cluster.command_on_all("ACL", &["DELUSER", &user, &plain]).await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
