@@ -111,6 +111,12 @@ impl LockClient {
                 c.max_command_attempts = 3;
                 // lock traffic is small request/reply: never wait for Nagle
                 c.tcp.nodelay = Some(true);
+                // a frozen node keeps its connections open but answers nothing: drop the
+                // connection, so that the client reconnects and learns of a failover
+                c.unresponsive = fred::types::config::UnresponsiveConfig {
+                    max_timeout: Some(timeout),
+                    interval: (timeout / 4).max(Duration::from_millis(10)),
+                };
             })
             .with_performance_config(|p| p.default_command_timeout = timeout)
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
@@ -166,9 +172,11 @@ impl LockClient {
             next_hold: AtomicU64::new(start),
             closed: AtomicBool::new(false),
         };
-        Ok(LockClient {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(inner);
+        if inner.config.clustered {
+            watch_topology(Arc::downgrade(&inner));
+        }
+        Ok(LockClient { inner })
     }
 
     /// The lock `name`, with a fresh owner token (a UUID): two calls give two owners that
@@ -222,4 +230,62 @@ impl LockClient {
         }
         let _ = self.inner.client.quit().await;
     }
+}
+
+/// How often the slot map is read. A failover or a slot move is then noticed within this
+/// interval even when no command of this client failed: the routing is refreshed and the
+/// shard subscriptions (which Redis drops when a slot moves) are made again.
+const TOPOLOGY_WATCH: Duration = Duration::from_secs(1);
+
+fn watch_topology(weak: std::sync::Weak<Inner>) {
+    tokio::spawn(async move {
+        let mut last: Option<Vec<(i64, i64, String)>> = None;
+        let mut tick = tokio::time::interval(TOPOLOGY_WATCH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.closed() {
+                return;
+            }
+            let read = tokio::time::timeout(TOPOLOGY_WATCH, slot_owners(&inner.client)).await;
+            let Ok(Some(now)) = read else { continue };
+            if last.as_ref().is_some_and(|l| *l != now) {
+                let _ =
+                    tokio::time::timeout(inner.config.command_timeout, inner.client.sync_cluster())
+                        .await;
+                if let Some(n) = &inner.notifier {
+                    n.renew_subscriptions(true).await;
+                }
+            }
+            last = Some(now);
+        }
+    });
+}
+
+/// `(first slot, last slot, master)` of every range, sorted.
+async fn slot_owners(client: &Client) -> Option<Vec<(i64, i64, String)>> {
+    use fred::types::{ClusterHash, CustomCommand};
+    let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+    let reply: Value = client.custom(cmd, vec!["SLOTS"]).await.ok()?;
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    let mut out = Vec::new();
+    for range in ranges {
+        let Value::Array(parts) = range else {
+            return None;
+        };
+        let (Some(first), Some(last)) = (parts.first()?.as_i64(), parts.get(1)?.as_i64()) else {
+            return None;
+        };
+        let Some(Value::Array(master)) = parts.get(2) else {
+            return None;
+        };
+        let host = master.first()?.as_string()?;
+        let port = master.get(1)?.as_i64()?;
+        out.push((first, last, format!("{host}:{port}")));
+    }
+    out.sort();
+    Some(out)
 }

@@ -59,31 +59,6 @@ impl Wake {
     }
 }
 
-/// How often the slot map is checked while there are subscriptions: a slot that moves
-/// takes its shard subscriptions with it, and the client is not told.
-const SLOT_WATCH: Duration = Duration::from_secs(1);
-
-/// `(first slot, last slot, master)` of every range, sorted; `None` when not a cluster.
-async fn slot_owners(client: &Client) -> Option<Vec<(i64, i64, String)>> {
-    use fred::types::{ClusterHash, CustomCommand};
-    let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-    let reply: Value = client.custom(cmd, vec!["SLOTS"]).await.ok()?;
-    let Value::Array(ranges) = reply else { return None };
-    let mut out = Vec::new();
-    for range in ranges {
-        let Value::Array(parts) = range else { return None };
-        let (Some(first), Some(last)) = (parts.first()?.as_i64(), parts.get(1)?.as_i64()) else {
-            return None;
-        };
-        let Some(Value::Array(master)) = parts.get(2) else { return None };
-        let host = master.first()?.as_string()?;
-        let port = master.get(1)?.as_i64()?;
-        out.push((first, last, format!("{host}:{port}")));
-    }
-    out.sort();
-    Some(out)
-}
-
 /// How long a subscription outlives its last waiter.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -181,24 +156,6 @@ impl Notifier {
             }
         });
         let weak = Arc::downgrade(&notifier);
-        let commands_for_watch = commands.clone();
-        tokio::spawn(async move {
-            let mut last: Option<Vec<(i64, i64, String)>> = None;
-            let mut tick = tokio::time::interval(SLOT_WATCH);
-            loop {
-                tick.tick().await;
-                let Some(n) = weak.upgrade() else { return };
-                if n.channel_count() == 0 {
-                    continue;
-                }
-                let Some(now) = slot_owners(&commands_for_watch).await else { continue };
-                if last.as_ref().is_some_and(|l| *l != now) {
-                    n.renew_subscriptions(true).await;
-                }
-                last = Some(now);
-            }
-        });
-        let weak = Arc::downgrade(&notifier);
         let mut reconnects = notifier.subscriber.reconnect_rx();
         let mut sub_changes = notifier.subscriber.cluster_change_rx();
         let mut changes = commands.cluster_change_rx();
@@ -262,14 +219,28 @@ impl Notifier {
         }
     }
 
-    /// Subscribes again to every channel with waiters, then wakes them all.
-    async fn renew_subscriptions(&self, sync: bool) {
+    /// Subscribes again to every channel this client follows, then wakes all waiters
+    /// (a release may have gone unheard meanwhile).
+    pub async fn renew_subscriptions(&self, sync: bool) {
         {
             let _op = self.ops.lock().await;
             if sync {
                 let _ = self.subscriber.sync_cluster().await;
             }
-            let _ = self.subscriber.resubscribe_all().await;
+            let channels: Vec<String> = self
+                .channels
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            for channel in channels {
+                let _ = if self.sharded {
+                    self.subscriber.ssubscribe(channel).await
+                } else {
+                    self.subscriber.subscribe(channel).await
+                };
+            }
         }
         self.wake_all();
     }

@@ -16,13 +16,22 @@ async fn a_key_of_another_type_is_refused_and_kept() {
     let client = client(cluster, &p).await;
     let redis = client.redis().clone();
     let s = client.rwlock("a-string").unwrap();
-    let _: () = redis.set(s.key(), "someone else's", None, None, false).await.unwrap();
+    let _: () = redis
+        .set(s.key(), "someone else's", None, None, false)
+        .await
+        .unwrap();
     let l = client.rwlock("a-list").unwrap();
     let _: i64 = redis.rpush(l.key(), vec!["x", "y"]).await.unwrap();
     for lock in [&s, &l] {
         assert!(matches!(lock.write().await, Err(Error::WrongType { .. })));
-        assert!(matches!(lock.try_read().await, Err(Error::WrongType { .. })));
-        assert!(matches!(lock.read_timeout(Duration::from_millis(100)).await, Err(Error::WrongType { .. })));
+        assert!(matches!(
+            lock.try_read().await,
+            Err(Error::WrongType { .. })
+        ));
+        assert!(matches!(
+            lock.read_timeout(Duration::from_millis(100)).await,
+            Err(Error::WrongType { .. })
+        ));
         assert!(matches!(lock.state().await, Err(Error::WrongType { .. })));
     }
     let kept: String = redis.get(s.key()).await.unwrap();
@@ -52,9 +61,16 @@ async fn a_hash_with_garbage_is_refused_and_kept() {
     for (name, fields) in &cases {
         let lock = client.rwlock(name).unwrap();
         let _: () = redis.hset(lock.key(), fields.clone()).await.unwrap();
-        assert!(matches!(lock.write().await, Err(Error::Corrupt { .. })), "{name}");
-        assert!(matches!(lock.try_read().await, Err(Error::Corrupt { .. })), "{name}");
-        let kept: std::collections::HashMap<String, String> = redis.hgetall(lock.key()).await.unwrap();
+        assert!(
+            matches!(lock.write().await, Err(Error::Corrupt { .. })),
+            "{name}"
+        );
+        assert!(
+            matches!(lock.try_read().await, Err(Error::Corrupt { .. })),
+            "{name}"
+        );
+        let kept: std::collections::HashMap<String, String> =
+            redis.hgetall(lock.key()).await.unwrap();
         assert_eq!(kept.len(), fields.len(), "{name}: the hash is untouched");
         let _: i64 = redis.del(lock.key()).await.unwrap();
     }
@@ -72,13 +88,22 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     field.extend_from_slice(&[0xff, 0xfe, 0x80]);
     let _: () = client
         .redis()
-        .hset(lock.key(), (Value::Bytes(field.into()), Value::from("99999999999999 w1:5")))
+        .hset(
+            lock.key(),
+            (
+                Value::Bytes(field.into()),
+                Value::from("99999999999999 w1:5"),
+            ),
+        )
         .await
         .unwrap();
     // never granted against it, and the state is a typed error, not a panic
     assert!(lock.try_write().await.unwrap().is_none());
     assert!(lock.try_read().await.unwrap().is_none());
-    assert!(matches!(lock.write_timeout(Duration::from_millis(100)).await, Err(Error::Timeout(_))));
+    assert!(matches!(
+        lock.write_timeout(Duration::from_millis(100)).await,
+        Err(Error::Timeout(_))
+    ));
     assert!(matches!(lock.state().await, Err(Error::Protocol(_))));
     let _: i64 = client.redis().del(lock.key()).await.unwrap();
     assert_no_keys(cluster, &p).await;
@@ -89,13 +114,19 @@ async fn bad_names_leases_and_urls() {
     let cluster = cluster().await;
     let p = prefix("input");
     let client = client(cluster, &p).await;
-    assert!(matches!(client.rwlock(&"x".repeat(1 << 20)), Err(Error::InvalidName(_))));
+    assert!(matches!(
+        client.rwlock(&"x".repeat(1 << 20)),
+        Err(Error::InvalidName(_))
+    ));
     assert!(matches!(client.rwlock(""), Err(Error::InvalidName(_))));
     for lease in [Duration::ZERO, Duration::from_millis(10)] {
         let r = LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(lease)).await;
         assert!(matches!(r, Err(Error::InvalidConfig(_))), "lease {lease:?}");
     }
-    assert!(matches!(LockConfig::from_url("not a url"), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        LockConfig::from_url("not a url"),
+        Err(Error::InvalidConfig(_))
+    ));
     assert!(matches!(
         LockClient::connect(LockConfig::cluster(["http://127.0.0.1:1"])).await,
         Err(Error::InvalidConfig(_))
@@ -107,7 +138,11 @@ async fn bad_names_leases_and_urls() {
     )
     .await;
     assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
-    assert!(began.elapsed() < Duration::from_secs(5), "took {:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        began.elapsed()
+    );
     assert_no_keys(cluster, &p).await;
 }
 
@@ -118,11 +153,26 @@ async fn wrong_password_and_a_user_without_scripts() {
     let user = format!("locker{}", &p[p.len() - 8..]);
     let plain = format!("plain{}", &p[p.len() - 8..]);
     cluster
-        .command_on_all("ACL", &["SETUSER", &user, "on", ">right", "~*", "&*", "+@all"])
+        .command_on_all(
+            "ACL",
+            &["SETUSER", &user, "on", ">right", "~*", "&*", "+@all"],
+        )
         .await
         .unwrap();
     cluster
-        .command_on_all("ACL", &["SETUSER", &plain, "on", ">pw", "~*", "&*", "+@all", "-@scripting"])
+        .command_on_all(
+            "ACL",
+            &[
+                "SETUSER",
+                &plain,
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-@scripting",
+            ],
+        )
         .await
         .unwrap();
     let port = cluster.nodes()[0].port;
@@ -137,9 +187,22 @@ async fn wrong_password_and_a_user_without_scripts() {
         other => panic!("a user without EVAL/EVALSHA: {other:?}"),
     }
 
-    let right = LockClient::connect(LockConfig::cluster([url(&user, "right")]).prefix(&p)).await.expect("right password");
-    right.rwlock("acl").unwrap().write().await.unwrap().release().await.unwrap();
+    let right = LockClient::connect(LockConfig::cluster([url(&user, "right")]).prefix(&p))
+        .await
+        .expect("right password");
+    right
+        .rwlock("acl")
+        .unwrap()
+        .write()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     right.close().await;
-    cluster.command_on_all("ACL", &["DELUSER", &user, &plain]).await.unwrap();
+    cluster
+        .command_on_all("ACL", &["DELUSER", &user, &plain])
+        .await
+        .unwrap();
     assert_no_keys(cluster, &p).await;
 }

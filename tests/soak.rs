@@ -36,7 +36,11 @@ struct Counts {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -50,7 +54,10 @@ fn next(state: &mut u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_random_operations_with_a_pause() {
-    let seconds: u64 = std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let seconds: u64 = std::env::var("SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("soak");
     let mut clients = Vec::new();
@@ -81,9 +88,13 @@ async fn soak_random_operations_with_a_pause() {
                         0 | 1 => {
                             let write = op == 1;
                             let r = if write {
-                                lock.write_timeout(Duration::from_secs(3)).await.map(|g| (Some(g), None))
+                                lock.write_timeout(Duration::from_secs(3))
+                                    .await
+                                    .map(|g| (Some(g), None))
                             } else {
-                                lock.read_timeout(Duration::from_secs(3)).await.map(|g| (None, Some(g)))
+                                lock.read_timeout(Duration::from_secs(3))
+                                    .await
+                                    .map(|g| (None, Some(g)))
                             };
                             match r {
                                 Ok((w, r)) => {
@@ -134,7 +145,10 @@ async fn soak_random_operations_with_a_pause() {
                         },
                         4 => {
                             // a short timeout that often expires
-                            if let Ok(g) = lock.write_timeout(Duration::from_millis(1 + next(&mut rng) % 20)).await {
+                            if let Ok(g) = lock
+                                .write_timeout(Duration::from_millis(1 + next(&mut rng) % 20))
+                                .await
+                            {
                                 counts.grants.fetch_add(1, Ordering::Relaxed);
                                 enter(name, true, &counts);
                                 leave(name, true);
@@ -164,7 +178,10 @@ async fn soak_random_operations_with_a_pause() {
                         }
                     }
                 };
-                if tokio::time::timeout(Duration::from_secs(10), work).await.is_err() {
+                if tokio::time::timeout(Duration::from_secs(10), work)
+                    .await
+                    .is_err()
+                {
                     counts.hangs.fetch_add(1, Ordering::Relaxed);
                 }
                 counts.ops.fetch_add(1, Ordering::Relaxed);
@@ -174,12 +191,16 @@ async fn soak_random_operations_with_a_pause() {
     tokio::time::sleep(Duration::from_secs(seconds.min(4) / 2)).await;
     let rss_start = rss_kib();
     // midway: freeze a master for less than the node timeout (no failover), then thaw it
-    tokio::time::sleep(Duration::from_secs(seconds / 2).saturating_sub(Duration::from_secs(2))).await;
+    tokio::time::sleep(Duration::from_secs(seconds / 2).saturating_sub(Duration::from_secs(2)))
+        .await;
     cluster.pause(1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     cluster.unpause(1).await.unwrap();
     for t in tasks {
-        tokio::time::timeout(Duration::from_secs(30), t).await.expect("task ends").unwrap();
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .expect("task ends")
+            .unwrap();
     }
     let rss_end = rss_kib();
     let c = &counts;
@@ -197,7 +218,10 @@ async fn soak_random_operations_with_a_pause() {
     assert_eq!(c.overlaps.load(Ordering::Relaxed), 0);
     assert_eq!(c.hangs.load(Ordering::Relaxed), 0);
     assert!(c.grants.load(Ordering::Relaxed) > 1000);
-    assert!(rss_end < rss_start + 32 * 1024, "client memory grew: {rss_start} KiB -> {rss_end} KiB");
+    assert!(
+        rss_end < rss_start + 32 * 1024,
+        "client memory grew: {rss_start} KiB -> {rss_end} KiB"
+    );
     // everything was released (or abandoned and expired): nothing left
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_no_keys(&cluster, &p).await;
@@ -205,7 +229,9 @@ async fn soak_random_operations_with_a_pause() {
 
 fn enter(name: &Name, write: bool, counts: &Counts) {
     if write {
-        if name.writers.fetch_add(1, Ordering::SeqCst) != 0 || name.readers.load(Ordering::SeqCst) != 0 {
+        if name.writers.fetch_add(1, Ordering::SeqCst) != 0
+            || name.readers.load(Ordering::SeqCst) != 0
+        {
             counts.overlaps.fetch_add(1, Ordering::Relaxed);
         }
     } else {

@@ -849,12 +849,21 @@ impl TestCluster {
     }
 
     /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
-    pub async fn command_on_all(&self, cmd: &'static str, args: &[&str]) -> Result<(), TestkitError> {
+    pub async fn command_on_all(
+        &self,
+        cmd: &'static str,
+        args: &[&str],
+    ) -> Result<(), TestkitError> {
         for node in &self.nodes {
             if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
                 continue;
             }
-            admin::call(node.info.port, cmd, args.iter().map(|a| a.to_string()).collect()).await?;
+            admin::call(
+                node.info.port,
+                cmd,
+                args.iter().map(|a| a.to_string()).collect(),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -893,15 +902,29 @@ impl TestCluster {
         admin::text(to.port, "CLUSTER", &["SETSLOT", &s, "IMPORTING", &from_id]).await?;
         admin::text(from.port, "CLUSTER", &["SETSLOT", &s, "MIGRATING", &to_id]).await?;
         loop {
-            let keys = admin::call(from.port, "CLUSTER", vec!["GETKEYSINSLOT".into(), s.clone(), "100".into()]).await?;
+            let keys = admin::call(
+                from.port,
+                "CLUSTER",
+                vec!["GETKEYSINSLOT".into(), s.clone(), "100".into()],
+            )
+            .await?;
             let keys: Vec<String> = match keys {
-                fred::prelude::Value::Array(k) => k.into_iter().filter_map(|k| k.into_string()).collect(),
+                fred::prelude::Value::Array(k) => {
+                    k.into_iter().filter_map(|k| k.into_string()).collect()
+                }
                 _ => Vec::new(),
             };
             if keys.is_empty() {
                 break;
             }
-            let mut args = vec!["127.0.0.1".to_string(), to.port.to_string(), String::new(), "0".into(), "5000".into(), "KEYS".into()];
+            let mut args = vec![
+                "127.0.0.1".to_string(),
+                to.port.to_string(),
+                String::new(),
+                "0".into(),
+                "5000".into(),
+                "KEYS".into(),
+            ];
             args.extend(keys);
             admin::call(from.port, "MIGRATE", args).await?;
         }
@@ -910,7 +933,10 @@ impl TestCluster {
                 continue;
             }
             let lines = admin::cluster_nodes(node.info.port).await?;
-            if lines.iter().any(|l| l.flags.contains("myself") && l.is_master()) {
+            if lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
                 admin::text(node.info.port, "CLUSTER", &["SETSLOT", &s, "NODE", &to_id]).await?;
             }
         }
