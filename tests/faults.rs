@@ -409,7 +409,7 @@ async fn fenced_resource_through_two_failovers() {
                 .expect("writer ends")
                 .unwrap();
         }
-        let r = resource.lock().unwrap();
+        let r = std::mem::take(&mut *resource.lock().unwrap());
         let out_of_order = r.accepted.windows(2).filter(|w| w[1] <= w[0]).count();
         eprintln!(
             "fenced (replica_acks {}): {:?}: {} writes accepted, {} out of fence order, {} stale fences refused, {} overlapping holds, {} failed acquires",
@@ -426,7 +426,6 @@ async fn fenced_resource_through_two_failovers() {
         if acks {
             assert_eq!(r.overlaps, 0, "with replica acks no two holds overlap");
         }
-        drop(r);
         for c in &clients {
             c.close().await;
         }
