@@ -15,7 +15,11 @@ use crate::notify::Notifier;
 use crate::scripts::{Counters, Scripts};
 
 pub(crate) struct Inner {
+    /// The first connection: renewals, topology, diagnostics.
     pub client: Client,
+    /// Every connection (the first included); each lock uses one, chosen by its slot, so
+    /// that its commands stay in order and WAIT sees its writes.
+    pub pool: Vec<Client>,
     pub notifier: Option<Arc<Notifier>>,
     pub scripts: Scripts,
     pub counters: Counters,
@@ -33,6 +37,11 @@ impl Inner {
     /// from other processes that use the same explicit owner token.
     pub fn next_hold_id(&self) -> u64 {
         self.next_hold.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The connection that carries the commands of locks in `slot`.
+    pub fn client_for(&self, slot: u16) -> &Client {
+        &self.pool[usize::from(slot) % self.pool.len()]
     }
 
     pub fn closed(&self) -> bool {
@@ -120,23 +129,29 @@ impl LockClient {
             })
             .with_performance_config(|p| p.default_command_timeout = timeout)
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
-        let client = builder.build()?;
-        // a first connection that fails is reported, not retried forever
-        let connected = tokio::time::timeout(timeout + Duration::from_secs(1), client.init()).await;
-        match connected {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                let _ = client.quit().await;
-                return Err(e.into());
-            }
-            Err(_) => {
-                let _ = client.quit().await;
-                return Err(Error::Redis(fred::error::Error::new(
+        let mut pool = Vec::new();
+        for _ in 0..config.connections.max(1) {
+            let client = builder.build()?;
+            // a first connection that fails is reported, not retried forever
+            let connected =
+                tokio::time::timeout(timeout + Duration::from_secs(1), client.init()).await;
+            let failure = match connected {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(Error::from(e)),
+                Err(_) => Some(Error::Redis(fred::error::Error::new(
                     fred::error::ErrorKind::Timeout,
                     "could not connect in time",
-                )));
+                ))),
+            };
+            pool.push(client);
+            if let Some(e) = failure {
+                for c in &pool {
+                    let _ = c.quit().await;
+                }
+                return Err(e);
             }
         }
+        let client = pool[0].clone();
 
         let info: String = client.info(Some(fred::types::InfoKind::Server)).await?;
         let major = info
@@ -162,6 +177,7 @@ impl LockClient {
         ) >> 17;
         let inner = Inner {
             client,
+            pool,
             notifier,
             scripts,
             counters: Counters::default(),
@@ -228,7 +244,9 @@ impl LockClient {
         if let Some(n) = &self.inner.notifier {
             n.quit().await;
         }
-        let _ = self.inner.client.quit().await;
+        for c in &self.inner.pool {
+            let _ = c.quit().await;
+        }
     }
 }
 

@@ -36,6 +36,7 @@ pub struct LockConfig {
     pub(crate) replica_acks: Option<(u32, Duration)>,
     pub(crate) command_timeout: Duration,
     pub(crate) retry_interval: Duration,
+    pub(crate) connections: usize,
 }
 
 impl LockConfig {
@@ -75,6 +76,7 @@ impl LockConfig {
             replica_acks: None,
             command_timeout: Duration::from_secs(5),
             retry_interval: Duration::from_millis(50),
+            connections: 2,
         }
     }
 
@@ -118,6 +120,13 @@ impl LockConfig {
         self
     }
 
+    /// Connections per node (default 2). Each lock uses one, chosen by its slot; more
+    /// than one lets a busy client use more than one core.
+    pub fn connections(mut self, n: usize) -> LockConfig {
+        self.connections = n;
+        self
+    }
+
     /// Timeout of each command sent to Redis (default 5 s).
     pub fn command_timeout(mut self, timeout: Duration) -> LockConfig {
         self.command_timeout = timeout;
@@ -141,6 +150,12 @@ impl LockConfig {
             return Err(Error::InvalidConfig(format!(
                 "the lease is {:?}; it must be at least 30 ms",
                 self.lease
+            )));
+        }
+        if self.connections == 0 || self.connections > 64 {
+            return Err(Error::InvalidConfig(format!(
+                "{} connections per node: 1 to 64",
+                self.connections
             )));
         }
         if self.retry_interval.is_zero() {

@@ -204,7 +204,7 @@ impl RwLock {
         let inner = &self.inner;
         let raw = inner
             .scripts
-            .state(&inner.client, &inner.counters, &self.target())
+            .state(inner.client_for(self.slot), &inner.counters, &self.target())
             .await?;
         let holders: Vec<Holder> = raw
             .holders
@@ -261,7 +261,7 @@ impl RwLock {
             inner
                 .scripts
                 .withdraw(
-                    &inner.client,
+                    inner.client_for(self.slot),
                     &inner.counters,
                     &self.target(),
                     &self.owner,
@@ -278,7 +278,7 @@ impl RwLock {
         inner
             .scripts
             .release(
-                &inner.client,
+                inner.client_for(self.slot),
                 &inner.counters,
                 &self.target(),
                 &self.owner,
@@ -292,7 +292,7 @@ impl RwLock {
         inner
             .scripts
             .downgrade(
-                &inner.client,
+                inner.client_for(self.slot),
                 &inner.counters,
                 &self.target(),
                 &self.owner,
@@ -345,8 +345,8 @@ impl RwLock {
             }
             leftovers.armed = true;
             let outcome = match deadline {
-                None => self.attempt(mode, id, write).await,
-                Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, write)).await {
+                None => self.attempt(mode, id, true).await,
+                Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, true)).await {
                     Ok(o) => o,
                     Err(_) => return Err(timed_out()),
                 },
@@ -431,7 +431,7 @@ impl RwLock {
             let present = inner
                 .scripts
                 .renew(
-                    &inner.client,
+                    inner.client_for(self.slot),
                     &inner.counters,
                     &self.target(),
                     inner.lease_ms(),
@@ -451,7 +451,7 @@ impl RwLock {
         Ok(hold)
     }
 
-    /// One attempt, run as a task of its own: if the caller goes away after the grant
+    /// One attempt (`wait`: the caller waits if it fails), run as a task of its own: if the caller goes away after the grant
     /// landed, the hold is released instead of leaking.
     async fn attempt(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -461,7 +461,7 @@ impl RwLock {
             // a dropped receiver drops the hold, which releases it; a writer that queued
             // for a caller who is gone leaves the queue
             if let Err(Ok(Outcome::Busy(_))) = tx.send(result) {
-                if queue {
+                if queue && mode == Mode::Write {
                     lock.abandon(id, true).await;
                 }
             }
@@ -475,7 +475,7 @@ impl RwLock {
         let attempt = inner
             .scripts
             .acquire(
-                &inner.client,
+                inner.client_for(self.slot),
                 &inner.counters,
                 &self.target(),
                 mode,
@@ -519,8 +519,9 @@ impl RwLock {
             .round_trips
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(self.slot), false);
+        // on the connection that sent the write: WAIT counts that connection's writes
         let acked: i64 = inner
-            .client
+            .client_for(self.slot)
             .custom(cmd, vec![i64::from(wanted), timeout.as_millis() as i64])
             .await?;
         Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))

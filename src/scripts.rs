@@ -14,7 +14,8 @@
 //! | `mode` | `read` or `write` | current mode (absent when no one holds) |
 //! | `fence` | decimal | the last fence granted |
 //! | `o:<owner>` | `<deadline-ms> <hold> <hold> ...` | an owner's holds and its lease deadline (server ms) |
-//! | `q:<owner>` | `<seq-us> <deadline-ms>` | a queued writer: its place and the deadline of its intent |
+//! | `q:<owner>` | `<seq-us> <deadline-ms> <hold id> <lease-ms>` | a queued writer: its place, the deadline of its intent, and the hold it is handed when its turn comes |
+//! | `rw` | `<deadline-ms>` | readers wait (until then, unless they are told first): releases publish only when someone waits |
 //!
 //! A hold is `<r|w><id>:<fence>`: its mode, the id the client gave it (unique per owner,
 //! so that a retried call never takes or gives back a second hold) and its fence.
@@ -26,12 +27,15 @@
 //!   hold of the same mode, and a writer may also add read holds; an owner holding only
 //!   read that asks for write gets `UpgradeDeadlock`.
 //! - A write attempt that fails queues the writer (first come, first served); the queue
-//!   entry lives for one lease and is refreshed by each attempt.
+//!   entry lives for one lease and is refreshed by each attempt. When the lock becomes
+//!   free, the script that freed it grants it to the first queued writer at once (a
+//!   hand-off): the waiter learns it from the release message, with no further call.
 //! - Fence = max(last fence + 1, server time in µs): strictly increasing, also when the
 //!   hash is deleted and created again or a promoted replica missed the last grants
 //!   (as long as the masters' clocks do not step back).
-//! - Releases publish on `<key>:released` who may proceed: `w <owner>` (the first queued
-//!   writer), `*` (anyone) or `r` (readers).
+//! - Releases publish on `<key>:released` who may proceed, and only when someone waits:
+//!   `g <owner> <hold id> <fence>` (the lock was handed to that writer), `*` (anyone) or
+//!   `r` (readers).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -6,7 +6,8 @@
 -- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted
 --          twice, and a hold handed over while queued is found under it)
 -- ARGV[4]  lease in ms
--- ARGV[5]  '1': a write attempt that fails joins the writer queue (or keeps its place)
+-- ARGV[5]  '1': the caller waits if this attempt fails: a writer joins the queue (or
+--          keeps its place), a reader leaves its mark so that releases wake it
 -- ARGV[6]  publish command: 'spublish', 'publish', or '' for none
 -- Returns
 --   {1, fence}    granted (fence as a decimal string)
@@ -49,6 +50,8 @@ if mode == 'w' and ARGV[5] == '1' then
   end
   q.deadline, q.id, q.lease = now + lease, id, lease
   touch('q:' .. owner)
+elseif ARGV[5] == '1' then
+  if readers_wait == nil or readers_wait < now + lease then readers_wait = now + lease end
 end
 finish(ARGV[6])
 -- finish() may have handed the free lock to this very writer (it was first in line)

@@ -24,7 +24,7 @@ local function fmt(n) return string.format('%.0f', n) end
 
 -- owners[o] = {deadline = ms, holds = {{mode, id, fence}, ...}}
 -- queue[o]  = {seq = us, deadline = ms, id = hold id, lease = ms}
-local owners, queue, fence, mode_stored = {}, {}, nil, nil
+local owners, queue, fence, mode_stored, readers_wait = {}, {}, nil, nil, nil
 local latest_before = 0
 for i = 1, #raw, 2 do
   local f, v = raw[i], raw[i + 1]
@@ -54,12 +54,17 @@ for i = 1, #raw, 2 do
     if fence == nil then return {-4, f} end
   elseif f == 'mode' then
     mode_stored = v
+  elseif f == 'rw' then
+    readers_wait = tonumber(v)
+    if readers_wait == nil then return {-4, f} end
+    if readers_wait > latest_before then latest_before = readers_wait end
   else
     return {-4, f}
   end
 end
 local existed = #raw > 0
 local fence_before = fence
+local readers_wait_before = readers_wait
 
 -- fields to write back ('o:'/'q:' + owner) and fields to delete
 local dirty, gone = {}, {}
@@ -102,6 +107,7 @@ for o, q in pairs(queue) do
     drop('q:' .. o)
   end
 end
+if readers_wait ~= nil and readers_wait <= now then readers_wait = nil end
 
 -- a fence above every one granted before: the counter + 1, or server time in
 -- microseconds when that is higher (a re-created hash, a promoted replica that missed
@@ -168,10 +174,12 @@ end
 
 -- Hands a free lock to the first queued writer, writes the tables back, moves the key's
 -- TTL to the latest live deadline (or deletes the key when nothing is left), and
--- publishes who may proceed when that changed:
+-- publishes who may proceed when that changed and someone may be waiting for it:
 --   'g <owner> <hold id> <fence>'  the lock was handed to that queued writer
 --   '*'                            the lock is free and no writer is queued: anyone
 --   'r'                            readers may enter (no writer holds or waits)
+-- Writers that wait are in the queue; readers that wait leave a mark ('rw'), so that an
+-- uncontended release publishes nothing.
 local function finish(publish)
   local msg = nil
   if next(owners) == nil then
@@ -180,14 +188,18 @@ local function finish(publish)
       local q = queue[h]
       local f = grant(h, 'w', q.id, q.lease)
       msg = 'g ' .. h .. ' ' .. q.id .. ' ' .. f
-    elseif (not free_before) or writer_before ~= nil or head_before ~= nil then
+    elseif readers_wait ~= nil and ((not free_before) or writer_before ~= nil or head_before ~= nil) then
       msg = '*'
     end
-  elseif writer() == nil and head() == nil and (writer_before ~= nil or head_before ~= nil) then
+  elseif readers_wait ~= nil and writer() == nil and head() == nil and (writer_before ~= nil or head_before ~= nil) then
     msg = 'r'
   end
+  if msg == '*' or msg == 'r' then
+    -- the waiting readers are told; those that still wait mark it again
+    readers_wait = nil
+  end
 
-  if next(owners) == nil and next(queue) == nil then
+  if next(owners) == nil and next(queue) == nil and readers_wait == nil then
     if existed then redis.call('DEL', key) end
   else
     local args, dels, latest = {}, {}, 0
@@ -216,6 +228,14 @@ local function finish(publish)
         args[#args + 1] = mode
       end
     end
+    if readers_wait ~= readers_wait_before then
+      if readers_wait == nil then
+        dels[#dels + 1] = 'rw'
+      else
+        args[#args + 1] = 'rw'
+        args[#args + 1] = fmt(readers_wait)
+      end
+    end
     if fence ~= nil and fence ~= fence_before then
       args[#args + 1] = 'fence'
       args[#args + 1] = fmt(fence)
@@ -224,6 +244,7 @@ local function finish(publish)
     if #args > 0 then redis.call('HSET', key, unpack(args)) end
     for _, e in pairs(owners) do if e.deadline > latest then latest = e.deadline end end
     for _, q in pairs(queue) do if q.deadline > latest then latest = q.deadline end end
+    if readers_wait ~= nil and readers_wait > latest then latest = readers_wait end
     if latest ~= latest_before or not existed then
       redis.call('PEXPIRE', key, math.max(latest - now, 1))
     end
