@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::testkit::{rss_kib, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
@@ -83,17 +83,6 @@ fn arg(name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// `(host, port)` of every master, from CLUSTER NODES.

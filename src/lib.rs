@@ -77,6 +77,11 @@ pub mod slot;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+/// The README's examples, compiled as doctests.
+#[cfg(all(doctest, feature = "testkit"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use client::{ClientStats, LockClient};
 pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
 pub use error::{Error, Result};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::testkit::{rss_kib, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
 use common::{assert_no_keys, prefix};
 
@@ -31,17 +31,6 @@ struct Counts {
     hangs: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// xorshift: enough randomness for picking operations

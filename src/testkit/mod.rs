@@ -1071,6 +1071,19 @@ impl TestCluster {
     }
 }
 
+/// This process's resident memory in KiB (Linux `/proc/self/status`; 0 elsewhere), for
+/// tests and benchmarks that check the client's footprint.
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
     let status = Command::new("kill")
         .args([format!("-{sig}"), pid.to_string()])
