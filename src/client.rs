@@ -109,6 +109,13 @@ impl LockClient {
     ///
     /// Must be called inside a tokio runtime; background work (renewals, releases of
     /// dropped guards) runs on that runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> cluster_rwlock::Result<()> {
+    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// let client = cluster_rwlock::LockClient::connect(config).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(config: LockConfig) -> Result<LockClient> {
         let fred_config = config.to_fred()?;
         let timeout = config.command_timeout;
@@ -200,6 +207,14 @@ impl LockClient {
     ///
     /// Fails with [`Error::InvalidName`] when the name is empty, longer than 1,024 bytes,
     /// or starts with `}`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let a = client.rwlock("orders:42")?;
+    /// let b = client.rwlock("orders:42")?;
+    /// assert_ne!(a.owner(), b.owner()); // two owners that contend
+    /// # Ok(()) }
+    /// ```
     pub fn rwlock(&self, name: &str) -> Result<RwLock> {
         keys::check_name(name)?;
         Ok(RwLock::new(
@@ -210,16 +225,36 @@ impl LockClient {
     }
 
     /// The configuration in use.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// println!("lease {:?}", client.config().lease_duration());
+    /// # Ok(()) }
+    /// ```
     pub fn config(&self) -> &LockConfig {
         &self.inner.config
     }
 
     /// The underlying fred client (for diagnostics; do not touch the lock keys with it).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use fred::prelude::*;
+    /// let pong: String = client.redis().ping(None).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn redis(&self) -> &Client {
         &self.inner.client
     }
 
     /// What this client has sent so far.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let s = client.stats();
+    /// println!("{} attempts, {} holds renewed", s.attempts, s.held);
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> ClientStats {
         let c = &self.inner.counters;
         ClientStats {
@@ -239,6 +274,12 @@ impl LockClient {
 
     /// Closes the connections and stops renewing. Holds still held expire after their
     /// lease; release them first.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// client.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::Relaxed);
         if let Some(n) = &self.inner.notifier {

@@ -81,6 +81,13 @@ impl LockConfig {
     }
 
     /// Key prefix (default `rwlock`); it may not contain `{` or `}`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).prefix("locks");
+    /// assert_eq!(c.key_prefix(), "locks");
+    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> LockConfig {
         self.prefix = prefix.into();
         self
@@ -89,6 +96,13 @@ impl LockConfig {
     /// Lease of every hold (default 30 s). Holds are renewed every lease/3 while held; a
     /// holder that stops renewing (crash, partition) loses the lock after the lease.
     /// At least 30 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).lease(Duration::from_secs(10));
+    /// assert_eq!(c.lease_duration(), Duration::from_secs(10));
+    /// ```
     pub fn lease(mut self, lease: Duration) -> LockConfig {
         self.lease = lease;
         self
@@ -96,6 +110,12 @@ impl LockConfig {
 
     /// Wake waiters with pub/sub release messages (default `true`); `false` waits by
     /// timed retries only.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).notifications(false);
+    /// ```
     pub fn notifications(mut self, on: bool) -> LockConfig {
         self.notifications = on;
         self
@@ -104,6 +124,12 @@ impl LockConfig {
     /// After each grant, `WAIT` until `replicas` replicas of the slot's master have it, for
     /// at most `timeout`; otherwise the grant is undone and the call fails with
     /// [`Error::NotReplicated`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).replica_acks(1, Duration::from_millis(500));
+    /// ```
     pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> LockConfig {
         self.replica_acks = if replicas == 0 {
             None
@@ -115,6 +141,12 @@ impl LockConfig {
 
     /// How often a waiter tries again when it cannot be woken by a release message
     /// (notifications off, or the subscription failed). Default 50 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).retry_interval(Duration::from_millis(20));
+    /// ```
     pub fn retry_interval(mut self, interval: Duration) -> LockConfig {
         self.retry_interval = interval;
         self
@@ -122,23 +154,47 @@ impl LockConfig {
 
     /// Connections per node (default 2). Each lock uses one, chosen by its slot; more
     /// than one lets a busy client use more than one core.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).connections(1);
+    /// ```
     pub fn connections(mut self, n: usize) -> LockConfig {
         self.connections = n;
         self
     }
 
     /// Timeout of each command sent to Redis (default 5 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).command_timeout(Duration::from_secs(1));
+    /// ```
     pub fn command_timeout(mut self, timeout: Duration) -> LockConfig {
         self.command_timeout = timeout;
         self
     }
 
     /// The lease set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).lease_duration(), cluster_rwlock::DEFAULT_LEASE);
+    /// ```
     pub fn lease_duration(&self) -> Duration {
         self.lease
     }
 
     /// The key prefix set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).key_prefix(), "rwlock");
+    /// ```
     pub fn key_prefix(&self) -> &str {
         &self.prefix
     }

@@ -85,23 +85,56 @@ macro_rules! guard_common {
         /// The fencing token of this grant: strictly greater than every fence granted
         /// before for this lock name. Pass it to the resource you guard, and have the
         /// resource reject writes with a lower fence than it has seen.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.write().await?;
+        /// println!("write with fence {}", guard.fence());
+        /// # Ok(()) }
+        /// ```
         pub fn fence(&self) -> u64 {
             self.hold.fence
         }
 
         /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
         /// for a whole lease. Another owner may hold the lock now.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.write().await?;
+        /// if guard.is_lost() {
+        ///     return Ok(()); // stop: not protected any more
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn is_lost(&self) -> bool {
             self.hold.state.is_lost()
         }
 
         /// Resolves when (and only if) the lease is lost; use it in `tokio::select!` to
         /// stop work that the lock no longer protects.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.write().await?;
+        /// tokio::select! {
+        ///     _ = guard.lost() => eprintln!("lease lost"),
+        ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub async fn lost(&self) {
             self.hold.state.lost().await
         }
 
         /// The lock this guard holds.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.read().await?;
+        /// assert_eq!(guard.lock().name(), lock.name());
+        /// # Ok(()) }
+        /// ```
         pub fn lock(&self) -> &RwLock {
             &self.hold.lock
         }
@@ -110,6 +143,16 @@ macro_rules! guard_common {
         /// lost (the hold was gone, or it was no longer protected), and with
         /// [`Error::Redis`] when Redis could not be reached twice (the hold then expires
         /// after its lease).
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.write().await?;
+        /// match guard.release().await {
+        ///     Err(cluster_rwlock::Error::LockLost) => eprintln!("the lease had been lost"),
+        ///     other => other?,
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub async fn release(self) -> Result<()> {
             self.hold.release().await
         }
@@ -156,6 +199,13 @@ impl WriteGuard {
 
     /// Turns this write hold into a read hold in one step: no writer can take the lock in
     /// between, and readers may join. The read hold gets a new fence.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let read = lock.write().await?.downgrade().await?;
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn downgrade(mut self) -> Result<ReadGuard> {
         let lock = self.hold.lock.clone();
         let read_id = lock.inner.next_hold_id();

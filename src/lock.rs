@@ -126,32 +126,69 @@ impl RwLock {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// assert_eq!(lock.name(), "orders:42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The hash key that holds the lock's state: `<prefix>:{<name>}`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// assert_eq!(lock.key(), format!("rwlock:{{{}}}", lock.name()));
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }
 
     /// The channel that release messages go to: `<key>:released` (same slot).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// assert!(lock.channel().ends_with(":released"));
+    /// # Ok(()) }
+    /// ```
     pub fn channel(&self) -> &str {
         &self.channel
     }
 
     /// The key's cluster hash slot, computed locally; equals `CLUSTER KEYSLOT <key>`.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// assert_eq!(lock.slot(), cluster_rwlock::slot::key_slot(lock.key().as_bytes()));
+    /// # Ok(()) }
+    /// ```
     pub fn slot(&self) -> u16 {
         self.slot
     }
 
     /// The owner token this handle acquires as.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// println!("acquiring as {}", lock.owner());
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &str {
         &self.owner
     }
 
     /// The same lock with an explicit owner token (e.g. a job id). Holds of one owner add
     /// up, wherever they are taken; give each contender its own token.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let job = lock.with_owner("job-17");
+    /// assert_eq!(job.owner(), "job-17");
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> RwLock {
         RwLock {
             owner: owner.into().into(),
@@ -160,30 +197,69 @@ impl RwLock {
     }
 
     /// Waits until a read hold is granted.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.read().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn read(&self) -> Result<ReadGuard> {
         let hold = self.acquire(Mode::Read, None).await?;
         Ok(ReadGuard { hold })
     }
 
     /// Waits until the write hold is granted.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
         let hold = self.acquire(Mode::Write, None).await?;
         Ok(WriteGuard { hold })
     }
 
     /// Waits at most `timeout` for a read hold; [`Error::Timeout`] after that.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// match lock.read_timeout(std::time::Duration::from_millis(200)).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(cluster_rwlock::Error::Timeout(_)) => println!("busy"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
         let hold = self.acquire(Mode::Read, Some(timeout)).await?;
         Ok(ReadGuard { hold })
     }
 
     /// Waits at most `timeout` for the write hold; [`Error::Timeout`] after that.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write_timeout(std::time::Duration::from_secs(1)).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
         let hold = self.acquire(Mode::Write, Some(timeout)).await?;
         Ok(WriteGuard { hold })
     }
 
     /// One attempt at a read hold; `None` when the lock is busy.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// if let Some(guard) = lock.try_read().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
         Ok(self
             .try_acquire(Mode::Read)
@@ -192,6 +268,14 @@ impl RwLock {
     }
 
     /// One attempt at the write hold; `None` when the lock is busy. Does not queue.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// if let Some(guard) = lock.try_write().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
         Ok(self
             .try_acquire(Mode::Write)
@@ -200,6 +284,15 @@ impl RwLock {
     }
 
     /// The lock's current state, read in one call (expired entries are left out).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let state = lock.state().await?;
+    /// for h in &state.holders {
+    ///     println!("{} holds {:?} x{} for {:?} more", h.owner, h.mode, h.count, h.lease_left);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.inner;
         let raw = inner

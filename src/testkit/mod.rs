@@ -399,6 +399,13 @@ impl TestCluster {
     /// Starts a new six-node cluster (or attaches to `REDIS_CLUSTER_URL`), forms it and
     /// waits until every node reports `cluster_state:ok` and every master has a synced
     /// replica. Prints how long that took.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let cluster = cluster_rwlock::testkit::TestCluster::start().await?;
+    /// println!("ready in {:?}", cluster.startup_time());
+    /// # Ok(()) }
+    /// ```
     pub async fn start() -> Result<TestCluster, TestkitError> {
         on_runtime(Self::start_here()).await
     }
@@ -406,6 +413,12 @@ impl TestCluster {
     /// One cluster per process, started by the first caller and shared by all; it is
     /// removed when the process exits. Tests that kill or pause nodes should
     /// [`start`](Self::start) their own.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let cluster = cluster_rwlock::testkit::TestCluster::shared().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn shared() -> Result<&'static TestCluster, TestkitError> {
         static SHARED: tokio::sync::OnceCell<TestCluster> = tokio::sync::OnceCell::const_new();
         SHARED.get_or_try_init(Self::start).await
@@ -718,6 +731,13 @@ impl TestCluster {
 
     /// Waits until all six nodes are up, `cluster_state:ok`, and every master has a
     /// synced replica (for instance after [`restart`](Self::restart)).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.restart(0).await?;
+    /// cluster.wait_ready(std::time::Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), TestkitError> {
         self.wait_ready_here(timeout).await
     }
@@ -725,6 +745,12 @@ impl TestCluster {
     /// Waits until the cluster serves every slot again after a node was killed or paused:
     /// every node that is up reports `cluster_state:ok`, and every slot's master is a node
     /// that is up (a replica was promoted).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let took = cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_for_failover(&self, timeout: Duration) -> Result<Duration, TestkitError> {
         let began = Instant::now();
         loop {
@@ -767,21 +793,45 @@ impl TestCluster {
     }
 
     /// How long [`start`](Self::start) took, from the call until the cluster was ready.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// println!("{:?}", cluster.startup_time());
+    /// # Ok(()) }
+    /// ```
     pub fn startup_time(&self) -> Duration {
         self.startup
     }
 
     /// The backend in use.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// println!("{}", cluster.backend());
+    /// # Ok(()) }
+    /// ```
     pub fn backend(&self) -> Backend {
         self.backend
     }
 
     /// `redis://127.0.0.1:<port>` of every node: seeds for a cluster client.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let config = cluster_rwlock::LockConfig::cluster(cluster.seed_urls());
+    /// # Ok(()) }
+    /// ```
     pub fn seed_urls(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.info.url.clone()).collect()
     }
 
     /// A fred config for a cluster client seeded with every node.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let client = fred::prelude::Builder::from_config(cluster.client_config()).build();
+    /// # Ok(()) }
+    /// ```
     pub fn client_config(&self) -> fred::prelude::Config {
         fred::prelude::Config {
             server: fred::prelude::ServerConfig::new_clustered(
@@ -795,11 +845,25 @@ impl TestCluster {
     }
 
     /// The six nodes (fewer for an external cluster of another size).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// for n in cluster.nodes() {
+    ///     println!("{} {}", n.index, n.url);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn nodes(&self) -> Vec<NodeInfo> {
         self.nodes.iter().map(|n| n.info.clone()).collect()
     }
 
     /// The node that serves `slot` now, as an up node reports it (CLUSTER SLOTS).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let node = cluster.master_for_slot(1234).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn master_for_slot(&self, slot: u16) -> Result<NodeInfo, TestkitError> {
         let by_port: HashMap<u16, NodeInfo> = self
             .nodes
@@ -826,6 +890,12 @@ impl TestCluster {
     }
 
     /// Every key matching `pattern` (a KEYS glob) on the masters that are up.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let left = cluster.keys_matching("rwlock:*").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
         let mut out = Vec::new();
         for node in &self.nodes {
@@ -849,6 +919,12 @@ impl TestCluster {
     }
 
     /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.command_on_all("ACL", &["SETUSER", "app", "on", ">pw", "~*", "&*", "+@all"]).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn command_on_all(
         &self,
         cmd: &'static str,
@@ -869,6 +945,12 @@ impl TestCluster {
     }
 
     /// The replica that follows node `index` now.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let replica = cluster.replica_of(0).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn replica_of(&self, index: usize) -> Result<NodeInfo, TestkitError> {
         let port = self.node(index)?.info.port;
         let lines = admin::cluster_nodes(port).await?;
@@ -890,6 +972,12 @@ impl TestCluster {
 
     /// Moves `slot`, with its keys, to the master `to` (CLUSTER SETSLOT IMPORTING /
     /// MIGRATING, MIGRATE, SETSLOT NODE), as a resharding would.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.move_slot(42, 1).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn move_slot(&self, slot: u16, to: usize) -> Result<(), TestkitError> {
         let from = self.master_for_slot(slot).await?;
         let to = self.node(to)?.info.clone();
@@ -954,6 +1042,12 @@ impl TestCluster {
     }
 
     /// Kills node `index` at once (SIGKILL; the container stays, stopped).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.kill(0).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn kill(&self, index: usize) -> Result<(), TestkitError> {
         let node = self.node(index)?;
         let target = {
@@ -980,6 +1074,13 @@ impl TestCluster {
 
     /// Freezes node `index` (`docker pause`, or SIGSTOP): its connections stay open but it
     /// answers nothing until [`unpause`](Self::unpause).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.pause(0).await?;
+    /// cluster.unpause(0).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn pause(&self, index: usize) -> Result<(), TestkitError> {
         self.freeze(index, true).await?;
         self.mark(index, true);
@@ -987,6 +1088,12 @@ impl TestCluster {
     }
 
     /// Resumes a paused node.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.unpause(0).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn unpause(&self, index: usize) -> Result<(), TestkitError> {
         self.freeze(index, false).await?;
         self.mark(index, false);
@@ -1021,6 +1128,12 @@ impl TestCluster {
     /// Starts node `index` again (after [`kill`](Self::kill)), or restarts it when it runs.
     /// It keeps its cluster config and rejoins; if a replica was promoted meanwhile it
     /// comes back as that one's replica.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.restart(0).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn restart(&self, index: usize) -> Result<(), TestkitError> {
         let node = self.node(index)?;
         let target = {
@@ -1066,6 +1179,12 @@ impl TestCluster {
     }
 
     /// The last lines that node `index` logged.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// println!("{}", cluster.logs(0).await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn logs(&self, index: usize) -> Result<String, TestkitError> {
         Ok(node_logs(self.node(index)?).await)
     }
@@ -1073,6 +1192,12 @@ impl TestCluster {
 
 /// This process's resident memory in KiB (Linux `/proc/self/status`; 0 elsewhere), for
 /// tests and benchmarks that check the client's footprint.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
+/// println!("{} KiB", cluster_rwlock::testkit::rss_kib());
+/// # Ok(()) }
+/// ```
 pub fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
