@@ -85,6 +85,13 @@ impl std::fmt::Debug for LockClient {
 }
 
 /// Counters of what a client has sent, for benchmarks and diagnostics.
+///
+/// ```no_run
+/// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+/// let s = client.stats();
+/// println!("{:.2} attempts per renewal round", s.attempts as f64 / s.renewal_rounds.max(1) as f64);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ClientStats {
     /// Acquire attempts (acquire script executions).

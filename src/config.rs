@@ -8,8 +8,16 @@ use crate::error::{Error, Result};
 use crate::keys;
 
 /// Default lease of a hold: 30 s, renewed every 10 s while held.
+///
+/// ```
+/// assert_eq!(cluster_rwlock::DEFAULT_LEASE.as_secs(), 30);
+/// ```
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default key prefix.
+///
+/// ```
+/// assert_eq!(cluster_rwlock::DEFAULT_PREFIX, "rwlock");
+/// ```
 pub const DEFAULT_PREFIX: &str = "rwlock";
 
 /// How to reach Redis and how locks behave. Built with [`LockConfig::cluster`] or

@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// Everything that can go wrong when using a lock.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// match lock.write_timeout(std::time::Duration::from_secs(1)).await {
+///     Ok(guard) => guard.release().await?,
+///     Err(cluster_rwlock::Error::Timeout(t)) => eprintln!("busy for {t:?}"),
+///     Err(cluster_rwlock::Error::UpgradeDeadlock) => eprintln!("release the read hold first"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -62,4 +73,8 @@ pub enum Error {
 }
 
 /// `Result` with this crate's [`Error`].
+///
+/// ```
+/// fn check(name: &str) -> cluster_rwlock::Result<()> { Ok(()) }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;

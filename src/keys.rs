@@ -7,6 +7,10 @@
 use crate::error::{Error, Result};
 
 /// Longest accepted lock name, in bytes.
+///
+/// ```
+/// assert_eq!(cluster_rwlock::keys::MAX_NAME_LEN, 1024);
+/// ```
 pub const MAX_NAME_LEN: usize = 1024;
 
 /// Checks a key prefix: non-empty and free of `{` and `}` (it must not move the hashtag).

@@ -55,6 +55,14 @@ impl std::fmt::Debug for RwLock {
 }
 
 /// One owner's holds, as [`RwLock::state`] reports them.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// for h in lock.state().await?.holders {
+///     println!("{}: {} read, {} write, {:?} left", h.owner, h.read_holds, h.write_holds, h.lease_left);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     /// The owner token.
@@ -72,6 +80,13 @@ pub struct Holder {
 }
 
 /// A snapshot of a lock, read in one call.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// let s = lock.state().await?;
+/// println!("{:?}, fence {:?}, {} writers waiting", s.mode, s.fence, s.waiting_writers.len());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LockState {
     /// `None` when no one holds the lock.

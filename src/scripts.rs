@@ -82,6 +82,15 @@ pub(crate) enum Attempt {
 }
 
 /// Mode of a hold.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// let s = lock.state().await?;
+/// if s.mode == Some(cluster_rwlock::Mode::Write) {
+///     println!("someone writes");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// Shared.

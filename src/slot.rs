@@ -1,6 +1,10 @@
 //! Cluster hash slots, computed locally by Redis's rules.
 
 /// Number of hash slots in a Redis Cluster.
+///
+/// ```
+/// assert!(cluster_rwlock::slot::key_slot(b"any") < cluster_rwlock::slot::SLOTS);
+/// ```
 pub const SLOTS: u16 = 16384;
 
 /// The hash slot of `key`: CRC16 (XMODEM) of the key, or of its hashtag, modulo 16384.

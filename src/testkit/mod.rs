@@ -51,16 +51,38 @@ use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 /// Label on every container of the test bed.
+///
+/// ```
+/// // docker ps -a --filter label=io.cluster-rwlock.testbed
+/// assert_eq!(cluster_rwlock::testkit::TESTBED_LABEL, "io.cluster-rwlock.testbed");
+/// ```
 pub const TESTBED_LABEL: &str = "io.cluster-rwlock.testbed";
 /// Label naming the process (session) that owns a container.
+///
+/// ```
+/// assert!(cluster_rwlock::testkit::SESSION_LABEL.starts_with("io.cluster-rwlock"));
+/// ```
 pub const SESSION_LABEL: &str = "io.cluster-rwlock.session";
 /// The image built by `scripts/redis-image.sh`.
+///
+/// ```
+/// assert_eq!(cluster_rwlock::testkit::DEFAULT_IMAGE, "cluster-rwlock/redis:7.0");
+/// ```
 pub const DEFAULT_IMAGE: &str = "cluster-rwlock/redis:7.0";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
 const SLOTS: u16 = 16384;
 
 /// What went wrong while starting or driving the test cluster.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
+/// match cluster_rwlock::testkit::TestCluster::start().await {
+///     Err(cluster_rwlock::testkit::TestkitError::DockerUnavailable(why)) => eprintln!("{why}"),
+///     other => drop(other?),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TestkitError {
@@ -100,6 +122,14 @@ pub enum TestkitError {
 }
 
 /// Which kind of nodes back a [`TestCluster`].
+///
+/// ```no_run
+/// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+/// if cluster.backend() == cluster_rwlock::testkit::Backend::External {
+///     return Ok(()); // no fault injection on a cluster we did not start
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     /// Containers started with testcontainers.
@@ -121,6 +151,13 @@ impl fmt::Display for Backend {
 }
 
 /// One node of the cluster.
+///
+/// ```no_run
+/// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+/// let node = cluster.nodes()[0].clone();
+/// cluster.kill(node.index).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
     /// Index 0 to 5; nodes 0-2 start as masters, 3-5 as their replicas.
