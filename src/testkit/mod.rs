@@ -195,6 +195,8 @@ pub struct TestCluster {
     backend: Backend,
     nodes: Vec<Node>,
     startup: Duration,
+    /// Held while the cluster lives: the lock on its block of ports.
+    _ports: Option<std::fs::File>,
 }
 
 impl fmt::Debug for TestCluster {
@@ -376,8 +378,13 @@ async fn ensure_image(image: &str) -> Result<(), TestkitError> {
     }
 }
 
-/// A random base port such that base..base+6 and the bus ports +10000 are free.
-fn pick_ports() -> Result<u16, TestkitError> {
+/// A random base port such that base..base+6 and the bus ports +10000 are free, with a
+/// lock file held on it, so that no other cluster (of this process or another; a stopped
+/// node frees its ports) takes the same block while this one lives.
+fn pick_ports() -> Result<(u16, std::fs::File), TestkitError> {
+    let dir = std::env::temp_dir().join("cluster-rwlock-ports");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| TestkitError::Command(format!("{}: {e}", dir.display())))?;
     for _ in 0..200 {
         let r = u16::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..2]
@@ -385,13 +392,19 @@ fn pick_ports() -> Result<u16, TestkitError> {
                 .unwrap_or([0, 0]),
         );
         let base = 20000 + (r % 1000) * 10;
+        let Ok(file) = std::fs::File::create(dir.join(format!("{base}.lock"))) else {
+            continue;
+        };
+        if file.try_lock().is_err() {
+            continue;
+        }
         let free = (0..6u16).all(|i| {
             [base + i, base + i + 10000]
                 .iter()
                 .all(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
         });
         if free {
-            return Ok(base);
+            return Ok((base, file));
         }
     }
     Err(TestkitError::PortsTaken(
@@ -482,13 +495,14 @@ impl TestCluster {
         }
         let mut last = None;
         for _ in 0..3 {
-            let base = pick_ports()?;
+            let (base, ports_lock) = pick_ports()?;
             match Self::launch(backend, base).await {
                 Ok(nodes) => {
                     let mut cluster = TestCluster {
                         backend,
                         nodes,
                         startup: Duration::ZERO,
+                        _ports: Some(ports_lock),
                     };
                     cluster.form().await?;
                     cluster.startup = began.elapsed();
@@ -532,6 +546,7 @@ impl TestCluster {
             backend: Backend::External,
             nodes,
             startup: began.elapsed(),
+            _ports: None,
         })
     }
 
