@@ -44,7 +44,10 @@
 //!   promoted (it is at least the server's time in microseconds).
 //! - **Waiting without polling.** Waiters subscribe to the lock's shard channel (one
 //!   subscription per name per client) before they try, and sleep until a release that
-//!   concerns them, or until the earliest lease deadline that could free the lock.
+//!   concerns them, or until the earliest lease deadline that could free the lock. A
+//!   release that frees the lock hands it straight to the first queued writer, which
+//!   learns it from the message without another round trip. A topology watch renews the
+//!   subscriptions after failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
 //!
