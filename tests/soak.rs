@@ -186,7 +186,8 @@ async fn soak_random_operations_with_a_pause() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     cluster.unpause(1).await.unwrap();
     for t in tasks {
-        tokio::time::timeout(Duration::from_secs(30), t)
+        // every task stops at `until`; 30 s more is a hang
+        tokio::time::timeout_at((until + Duration::from_secs(30)).into(), t)
             .await
             .expect("task ends")
             .unwrap();
