@@ -305,7 +305,7 @@ const TOPOLOGY_WATCH: Duration = Duration::from_secs(1);
 
 fn watch_topology(weak: std::sync::Weak<Inner>) {
     tokio::spawn(async move {
-        let mut last: Option<Vec<(i64, i64, String)>> = None;
+        let mut last: Option<Vec<crate::slot::SlotRange>> = None;
         let mut tick = tokio::time::interval(TOPOLOGY_WATCH);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -329,29 +329,10 @@ fn watch_topology(weak: std::sync::Weak<Inner>) {
     });
 }
 
-/// `(first slot, last slot, master)` of every range, sorted.
-async fn slot_owners(client: &Client) -> Option<Vec<(i64, i64, String)>> {
+/// The slot ranges and their masters, sorted.
+async fn slot_owners(client: &Client) -> Option<Vec<crate::slot::SlotRange>> {
     use fred::types::{ClusterHash, CustomCommand};
     let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
     let reply: Value = client.custom(cmd, vec!["SLOTS"]).await.ok()?;
-    let Value::Array(ranges) = reply else {
-        return None;
-    };
-    let mut out = Vec::new();
-    for range in ranges {
-        let Value::Array(parts) = range else {
-            return None;
-        };
-        let (Some(first), Some(last)) = (parts.first()?.as_i64(), parts.get(1)?.as_i64()) else {
-            return None;
-        };
-        let Some(Value::Array(master)) = parts.get(2) else {
-            return None;
-        };
-        let host = master.first()?.as_string()?;
-        let port = master.get(1)?.as_i64()?;
-        out.push((first, last, format!("{host}:{port}")));
-    }
-    out.sort();
-    Some(out)
+    crate::slot::parse_cluster_slots(reply)
 }

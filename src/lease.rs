@@ -62,7 +62,7 @@ struct Owned {
 pub(crate) struct Keeper {
     entries: Mutex<HashMap<(String, String), Owned>>,
     lease: Duration,
-    started: Mutex<bool>,
+    started: std::sync::atomic::AtomicBool,
     /// Renewal rounds and lock renewals sent, for diagnostics.
     pub rounds: AtomicU64,
     pub renewals: AtomicU64,
@@ -73,7 +73,7 @@ impl Keeper {
         Keeper {
             entries: Mutex::new(HashMap::new()),
             lease,
-            started: Mutex::new(false),
+            started: std::sync::atomic::AtomicBool::new(false),
             rounds: AtomicU64::new(0),
             renewals: AtomicU64::new(0),
         }
@@ -119,11 +119,10 @@ impl Keeper {
     }
 
     fn ensure_task(&self, inner: &Arc<Inner>) {
-        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        if *started {
+        // one renewal task per client, started by the first hold
+        if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        *started = true;
         let weak = Arc::downgrade(inner);
         let period = self.lease / 3;
         inner.runtime.spawn(async move {

@@ -152,7 +152,9 @@ impl Scripts {
         t: &Target<'_>,
         args: Vec<String>,
     ) -> Result<Value> {
-        let keys = vec![t.key.to_string(), t.channel.to_string()];
+        // kept for a retry after NOSCRIPT; cloning fred's values only bumps refcounts
+        let keys: Vec<fred::types::Key> = vec![t.key.into(), t.channel.into()];
+        let args: Vec<Value> = args.into_iter().map(Value::from).collect();
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         match client
             .evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())

@@ -107,29 +107,10 @@ pub(crate) async fn cluster_state_ok(port: u16) -> bool {
 /// `(first slot, last slot, master port)` for every range, from CLUSTER SLOTS.
 pub(crate) async fn slot_ranges(port: u16) -> Result<Vec<(u16, u16, u16)>, TestkitError> {
     let reply = call(port, "CLUSTER", vec!["SLOTS".into()]).await?;
-    let bad = || TestkitError::Command(format!("CLUSTER SLOTS on port {port}: unexpected reply"));
-    let Value::Array(ranges) = reply else {
-        return Err(bad());
-    };
-    let mut out = Vec::new();
-    for range in ranges {
-        let Value::Array(parts) = range else {
-            return Err(bad());
-        };
-        let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());
-        let (Some(first), Some(last)) = (parts.first().and_then(int), parts.get(1).and_then(int))
-        else {
-            return Err(bad());
-        };
-        let Some(Value::Array(master)) = parts.get(2) else {
-            return Err(bad());
-        };
-        let Some(master_port) = master.get(1).and_then(int) else {
-            return Err(bad());
-        };
-        out.push((first, last, master_port));
-    }
-    Ok(out)
+    let ranges = crate::slot::parse_cluster_slots(reply).ok_or_else(|| {
+        TestkitError::Command(format!("CLUSTER SLOTS on port {port}: unexpected reply"))
+    })?;
+    Ok(ranges.into_iter().map(|(a, b, _, p)| (a, b, p)).collect())
 }
 
 /// Whether the replica at `port` has finished its sync with its master.

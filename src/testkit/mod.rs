@@ -1108,9 +1108,7 @@ impl TestCluster {
                 Handle::Container { id, .. } => Some(id.clone()),
                 Handle::Process { child, .. } => {
                     if let Some(c) = child.as_mut() {
-                        let _ = signal(c.id(), "CONT");
-                        let _ = c.kill();
-                        let _ = c.wait();
+                        stop_child(c);
                     }
                     None
                 }
@@ -1194,9 +1192,7 @@ impl TestCluster {
                 Handle::Container { id, .. } => id.clone(),
                 Handle::Process { child, dir } => {
                     if let Some(c) = child.as_mut() {
-                        let _ = signal(c.id(), "CONT");
-                        let _ = c.kill();
-                        let _ = c.wait();
+                        stop_child(c);
                     }
                     *child = Some(spawn_native(node.info.port, dir)?);
                     String::new()
@@ -1259,6 +1255,14 @@ pub fn rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// SIGKILLs a node process (thawed first: a stopped process would stay a zombie) and
+/// reaps it.
+fn stop_child(child: &mut std::process::Child) {
+    let _ = signal(child.id(), "CONT");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
@@ -1341,9 +1345,7 @@ fn remove_nodes(nodes: Vec<Node>) {
             }
             Handle::Process { child, dir } => {
                 if let Some(mut c) = child {
-                    let _ = signal(c.id(), "CONT");
-                    let _ = c.kill();
-                    let _ = c.wait();
+                    stop_child(&mut c);
                 }
                 let _ = std::fs::remove_dir_all(dir);
             }
