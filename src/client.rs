@@ -1,6 +1,6 @@
 //! The connection shared by every lock of a service.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,17 +10,14 @@ use crate::config::LockConfig;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
+use crate::cluster::notify::Notifier;
+use crate::cluster::Cluster;
 use crate::lock::RwLock;
-use crate::notify::Notifier;
 use crate::scripts::{Counters, Scripts};
 
 pub(crate) struct Inner {
-    /// The first connection: renewals, topology, diagnostics.
-    pub client: Client,
-    /// Every connection (the first included); each lock uses one, chosen by its slot, so
-    /// that its commands stay in order and WAIT sees its writes.
-    pub pool: Vec<Client>,
-    pub notifier: Option<Arc<Notifier>>,
+    /// Connections per node, the slot map and the release subscriptions.
+    pub cluster: Arc<Cluster>,
     pub scripts: Scripts,
     pub counters: Counters,
     pub keeper: Keeper,
@@ -28,8 +25,11 @@ pub(crate) struct Inner {
     /// `spublish` on Redis 7+, `publish` before.
     pub publish: &'static str,
     pub runtime: tokio::runtime::Handle,
+    /// A cluster-aware fred client for diagnostics ([`LockClient::redis`]), connected on
+    /// first use; the lock never uses it.
+    diagnostics: Client,
+    diagnostics_started: std::sync::Once,
     next_hold: AtomicU64,
-    closed: AtomicBool,
 }
 
 impl Inner {
@@ -39,17 +39,36 @@ impl Inner {
         self.next_hold.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The connection that carries the commands of locks in `slot`.
-    pub fn client_for(&self, slot: u16) -> &Client {
-        &self.pool[usize::from(slot) % self.pool.len()]
+    /// The release subscriptions, unless notifications are off.
+    pub fn notifier(&self) -> Option<&Arc<Notifier>> {
+        self.cluster.notifier.as_ref()
+    }
+
+    /// Sends a command for a lock in `slot` to the node that serves it, following the
+    /// cluster for at most the command timeout.
+    pub async fn call<T, F, Fut>(&self, slot: u16, op: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.call_within(slot, self.config.command_timeout, op).await
+    }
+
+    /// As [`call`](Self::call), within `budget`.
+    pub async fn call_within<T, F, Fut>(&self, slot: u16, budget: Duration, op: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.cluster.router.call(slot, budget, op).await
     }
 
     pub fn closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        self.cluster.closed()
     }
 
     pub fn lease_ms(&self) -> u64 {
-        self.config.lease.as_millis() as u64
+        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -124,89 +143,54 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn connect(config: LockConfig) -> Result<LockClient> {
-        let fred_config = config.to_fred()?;
-        let timeout = config.command_timeout;
-        let mut builder = Builder::from_config(fred_config);
-        builder
-            .with_connection_config(|c| {
-                c.connection_timeout = timeout;
-                c.internal_command_timeout = timeout;
-                c.max_command_attempts = 3;
-                // lock traffic is small request/reply: never wait for Nagle
-                c.tcp.nodelay = Some(true);
-                // a frozen node keeps its connections open but answers nothing: drop the
-                // connection, so that the client reconnects and learns of a failover
-                c.unresponsive = fred::types::config::UnresponsiveConfig {
-                    max_timeout: Some(timeout),
-                    interval: (timeout / 4).max(Duration::from_millis(10)),
-                };
-            })
-            .with_performance_config(|p| p.default_command_timeout = timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
-        let mut pool = Vec::new();
-        for _ in 0..config.connections.max(1) {
-            let client = builder.build()?;
-            // a first connection that fails is reported, not retried forever
-            let connected =
-                tokio::time::timeout(timeout + Duration::from_secs(1), client.init()).await;
-            let failure = match connected {
-                Ok(Ok(_)) => None,
-                Ok(Err(e)) => Some(Error::from(e)),
-                Err(_) => Some(Error::Redis(fred::error::Error::new(
-                    fred::error::ErrorKind::Timeout,
-                    "could not connect in time",
-                ))),
-            };
-            pool.push(client);
-            if let Some(e) = failure {
-                for c in &pool {
-                    let _ = c.quit().await;
-                }
-                return Err(e);
+        let cluster = Cluster::connect(&config).await?;
+        match LockClient::with_cluster(config, cluster.clone()).await {
+            Ok(client) => Ok(client),
+            Err(e) => {
+                cluster.close();
+                Err(e)
             }
         }
-        let client = pool[0].clone();
+    }
 
-        let info: String = client.info(Some(fred::types::InfoKind::Server)).await?;
-        let major = info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok())
-            .unwrap_or(0);
-        let sharded = major >= 7;
+    async fn with_cluster(config: LockConfig, cluster: Arc<Cluster>) -> Result<LockClient> {
         let scripts = Scripts::new();
-        scripts.load_all(&client).await?;
-
-        let notifier = if config.notifications {
-            let subscriber = builder.build_subscriber_client()?;
-            subscriber.init().await?;
-            Some(Notifier::start(subscriber, &client, sharded))
-        } else {
-            None
-        };
+        for node in cluster.router.routes().nodes() {
+            let client = node.client(0);
+            tokio::time::timeout(config.command_timeout, scripts.load_all(client))
+                .await
+                .map_err(|_| {
+                    Error::Redis(fred::error::Error::new(
+                        fred::error::ErrorKind::Timeout,
+                        format!("{} did not load the scripts in time", node.addr),
+                    ))
+                })??;
+        }
+        let diagnostics = Builder::from_config(config.to_fred()?)
+            .with_config(|c| c.fail_fast = false)
+            .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+            .build()?;
         let start = u64::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..8]
                 .try_into()
                 .unwrap_or([1; 8]),
         ) >> 17;
         let inner = Inner {
-            client,
-            pool,
-            notifier,
+            publish: if cluster.sharded { "spublish" } else { "publish" },
+            cluster,
             scripts,
             counters: Counters::default(),
             keeper: Keeper::new(config.lease),
-            publish: if sharded { "spublish" } else { "publish" },
             config,
             runtime: tokio::runtime::Handle::current(),
+            diagnostics,
+            diagnostics_started: std::sync::Once::new(),
             next_hold: AtomicU64::new(start),
-            closed: AtomicBool::new(false),
         };
-        let inner = Arc::new(inner);
-        if inner.config.clustered {
-            watch_topology(Arc::downgrade(&inner));
-        }
-        Ok(LockClient { inner })
+        Ok(LockClient {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The lock `name`, with a fresh owner token (a UUID): two calls give two owners that
@@ -242,7 +226,9 @@ impl LockClient {
         &self.inner.config
     }
 
-    /// The underlying fred client (for diagnostics; do not touch the lock keys with it).
+    /// A cluster-aware fred client on the same servers, for diagnostics (do not touch the
+    /// lock keys with it). It is connected on first use; the locks never use it: they go
+    /// through connections of their own to each node.
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
@@ -251,7 +237,28 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn redis(&self) -> &Client {
-        &self.inner.client
+        let inner = &self.inner;
+        inner.diagnostics_started.call_once(|| {
+            let _task = inner.diagnostics.connect();
+        });
+        &inner.diagnostics
+    }
+
+    /// The address (`host:port`) of the node this client sends the commands of `slot` to
+    /// now: the slot's master as this client's slot map has it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let lock = client.rwlock("orders:42")?;
+    /// println!("{} is served by {:?}", lock.key(), client.node_for_slot(lock.slot()));
+    /// # Ok(()) }
+    /// ```
+    pub fn node_for_slot(&self, slot: u16) -> Option<String> {
+        self.inner
+            .cluster
+            .router
+            .node_for(slot)
+            .map(|n| n.addr.clone())
     }
 
     /// What this client has sent so far.
@@ -273,8 +280,7 @@ impl LockClient {
             held: self.inner.keeper.held() as u64,
             subscriptions: self
                 .inner
-                .notifier
-                .as_ref()
+                .notifier()
                 .map_or(0, |n| n.channel_count()) as u64,
         }
     }
@@ -288,51 +294,12 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) {
-        self.inner.closed.store(true, Ordering::Relaxed);
-        if let Some(n) = &self.inner.notifier {
-            n.quit().await;
-        }
-        for c in &self.inner.pool {
-            let _ = c.quit().await;
-        }
+        self.inner.cluster.close();
+        let _ = tokio::time::timeout(self.inner.config.command_timeout, async {
+            if self.inner.diagnostics_started.is_completed() {
+                let _ = self.inner.diagnostics.quit().await;
+            }
+        })
+        .await;
     }
-}
-
-/// How often the slot map is read. A failover or a slot move is then noticed within this
-/// interval even when no command of this client failed: the routing is refreshed and the
-/// shard subscriptions (which Redis drops when a slot moves) are made again.
-const TOPOLOGY_WATCH: Duration = Duration::from_secs(1);
-
-fn watch_topology(weak: std::sync::Weak<Inner>) {
-    tokio::spawn(async move {
-        let mut last: Option<Vec<crate::slot::SlotRange>> = None;
-        let mut tick = tokio::time::interval(TOPOLOGY_WATCH);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(inner) = weak.upgrade() else { return };
-            if inner.closed() {
-                return;
-            }
-            let read = tokio::time::timeout(TOPOLOGY_WATCH, slot_owners(&inner.client)).await;
-            let Ok(Some(now)) = read else { continue };
-            if last.as_ref().is_some_and(|l| *l != now) {
-                let _ =
-                    tokio::time::timeout(inner.config.command_timeout, inner.client.sync_cluster())
-                        .await;
-                if let Some(n) = &inner.notifier {
-                    n.renew_subscriptions(true).await;
-                }
-            }
-            last = Some(now);
-        }
-    });
-}
-
-/// The slot ranges and their masters, sorted.
-async fn slot_owners(client: &Client) -> Option<Vec<crate::slot::SlotRange>> {
-    use fred::types::{ClusterHash, CustomCommand};
-    let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-    let reply: Value = client.custom(cmd, vec!["SLOTS"]).await.ok()?;
-    crate::slot::parse_cluster_slots(reply)
 }

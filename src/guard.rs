@@ -47,11 +47,11 @@ impl Hold {
     pub async fn release(mut self) -> Result<()> {
         self.forget();
         let lost = self.state.is_lost();
-        let released = match self.lock.release_hold(self.id).await {
-            // one retry: the release is idempotent, it cannot take another hold
-            Err(Error::Redis(_)) => self.lock.release_hold(self.id).await?,
-            other => other?,
-        };
+        // followed through failovers for up to a lease: after that the hold is gone anyway
+        let released = self
+            .lock
+            .release_hold(self.id, self.lock.release_budget())
+            .await?;
         if released && !lost {
             Ok(())
         } else {
@@ -70,12 +70,7 @@ impl Drop for Hold {
         let lock = self.lock.clone();
         let id = self.id;
         lock.inner.clone().runtime.spawn(async move {
-            for pause in [0u64, 50, 200, 1000] {
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                if !matches!(lock.release_hold(id).await, Err(Error::Redis(_))) {
-                    return;
-                }
-            }
+            let _ = lock.release_hold(id, lock.release_budget()).await;
         });
     }
 }
@@ -210,11 +205,9 @@ impl WriteGuard {
         let lock = self.hold.lock.clone();
         let read_id = lock.inner.next_hold_id();
         let sent = Instant::now();
-        let fence = match lock.downgrade_hold(self.hold.id, read_id).await {
-            // idempotent: a retry finds the read hold the first call made
-            Err(Error::Redis(_)) => lock.downgrade_hold(self.hold.id, read_id).await?,
-            other => other?,
-        };
+        // sent again through timeouts and failovers: a retry finds the read hold the first
+        // call made
+        let fence = lock.downgrade_hold(self.hold.id, read_id).await?;
         self.hold.forget();
         match fence {
             Some(fence) if !self.hold.state.is_lost() => Ok(ReadGuard {
@@ -222,7 +215,7 @@ impl WriteGuard {
             }),
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected
-                let _ = lock.release_hold(read_id).await;
+                let _ = lock.release_hold(read_id, lock.release_budget()).await;
                 Err(Error::LockLost)
             }
             None => {

@@ -142,6 +142,96 @@ impl Keeper {
     }
 }
 
+/// Renews `items` within `budget`: one pipeline per node, all nodes at once, so that a
+/// node that does not answer delays only its own locks; an item whose pipeline failed
+/// (NOSCRIPT, a node that hung or lost its slots) is renewed again on its own, routed
+/// afresh, with the time left.
+async fn renew_all(
+    inner: &Arc<Inner>,
+    items: Vec<RenewItem>,
+    budget: Duration,
+) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
+    let deadline = Instant::now() + budget;
+    let lease_ms = inner.lease_ms();
+    let router = &inner.cluster.router;
+    let slots: Vec<u16> = items
+        .iter()
+        .map(|i| crate::slot::key_slot(i.key.as_bytes()))
+        .collect();
+    // group by node
+    let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> =
+        HashMap::new();
+    for (i, slot) in slots.iter().enumerate() {
+        if let Some(node) = router.node_for(*slot) {
+            groups
+                .entry(node.addr.clone())
+                .or_insert_with(|| (node.clone(), Vec::new()))
+                .1
+                .push(i);
+        }
+    }
+    let mut out: Vec<Option<crate::error::Result<Vec<Vec<u64>>>>> =
+        (0..items.len()).map(|_| None).collect();
+    let batches = groups.into_values().map(|(node, idx)| {
+        let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
+        async move {
+            let pipeline = inner.scripts.renew_pipeline(
+                node.client(0),
+                &inner.counters,
+                inner.publish,
+                lease_ms,
+                &batch,
+            );
+            let replies = tokio::time::timeout_at(deadline, pipeline).await;
+            if replies.is_err() {
+                router.raise_alarm();
+            }
+            (idx, replies.unwrap_or_default())
+        }
+    });
+    for (idx, replies) in futures_util::future::join_all(batches).await {
+        for (i, reply) in idx.into_iter().zip(replies) {
+            out[i] = Some(reply);
+        }
+    }
+    // what failed or was not sent: once more each, routed afresh
+    let again = out.iter().enumerate().filter_map(|(i, r)| match r {
+        Some(Ok(_)) => None,
+        _ => Some(i),
+    });
+    let slots = &slots;
+    let retries = again.map(|i| {
+        let item = &items[i];
+        let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        async move {
+            let t = crate::scripts::Target {
+                key: &item.key,
+                channel: &item.channel,
+                publish: inner.publish,
+            };
+            let reply = inner
+                .call_within(slots[i], left, |c| {
+                    let (t, owners) = (&t, &owners);
+                    async move {
+                        inner
+                            .scripts
+                            .renew(&c, &inner.counters, t, lease_ms, owners)
+                            .await
+                    }
+                })
+                .await;
+            (i, reply)
+        }
+    });
+    for (i, reply) in futures_util::future::join_all(retries).await {
+        out[i] = Some(reply);
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Closed)))
+        .collect()
+}
+
 /// One renewal round over every held lock.
 async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
     let keeper = &inner.keeper;
@@ -174,19 +264,7 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
             })
             .collect();
         let sent = Instant::now();
-        let lease_ms = keeper.lease.as_millis() as u64;
-        let replies = tokio::time::timeout(
-            budget,
-            inner.scripts.renew_batch(
-                &inner.client,
-                &inner.counters,
-                inner.publish,
-                lease_ms,
-                &items,
-            ),
-        )
-        .await
-        .unwrap_or_default();
+        let replies = renew_all(inner, items, budget).await;
         let mut map = keeper.map();
         for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
             let Ok(present) = reply else { continue };

@@ -67,13 +67,13 @@
 #![deny(missing_docs)]
 
 mod client;
+mod cluster;
 mod config;
 mod error;
 mod guard;
 pub mod keys;
 mod lease;
 mod lock;
-mod notify;
 pub mod scripts;
 pub mod slot;
 

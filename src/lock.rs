@@ -9,7 +9,7 @@ use crate::client::Inner;
 use crate::error::{Error, Result};
 use crate::guard::{Hold, ReadGuard, WriteGuard};
 use crate::keys;
-use crate::notify::{Subscription, Wake};
+use crate::cluster::notify::{Subscription, Wake};
 use crate::scripts::{Attempt, Mode, Target};
 use crate::slot;
 
@@ -310,9 +310,9 @@ impl RwLock {
     /// ```
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.inner;
-        let raw = inner
-            .scripts
-            .state(inner.client_for(self.slot), &inner.counters, &self.target())
+        let t = self.target();
+        let raw = self
+            .call(|c| async move { inner.scripts.state(&c, &inner.counters, &t).await })
             .await?;
         let holders: Vec<Holder> = raw
             .holders
@@ -365,50 +365,71 @@ impl RwLock {
     /// Gives back hold `id` if it exists and, for a writer, leaves the queue, in one step.
     async fn abandon(&self, id: u64, write: bool) {
         let inner = &self.inner;
+        let t = self.target();
         let _ = if write {
-            inner
-                .scripts
-                .withdraw(
-                    inner.client_for(self.slot),
-                    &inner.counters,
-                    &self.target(),
-                    &self.owner,
-                    id,
-                )
-                .await
+            self.call(|c| async move {
+                inner
+                    .scripts
+                    .withdraw(&c, &inner.counters, &t, &self.owner, id)
+                    .await
+            })
+            .await
         } else {
-            self.release_hold(id).await.map(|_| ())
+            self.release_hold(id, self.release_budget())
+                .await
+                .map(|_| ())
         };
     }
 
-    pub(crate) async fn release_hold(&self, id: u64) -> Result<bool> {
+    /// How long a release is followed through timeouts and failovers: a lease (a hold not
+    /// given back by then has expired), and at least the command timeout.
+    pub(crate) fn release_budget(&self) -> Duration {
+        let config = &self.inner.config;
+        config.lease.max(config.command_timeout)
+    }
+
+    /// Gives back hold `id`, following the cluster for at most `budget`.
+    pub(crate) async fn release_hold(&self, id: u64, budget: Duration) -> Result<bool> {
         let inner = &self.inner;
+        let t = self.target();
         inner
-            .scripts
-            .release(
-                inner.client_for(self.slot),
-                &inner.counters,
-                &self.target(),
-                &self.owner,
-                id,
-            )
+            .call_within(self.slot, budget, |c| async move {
+                inner
+                    .scripts
+                    .release(&c, &inner.counters, &t, &self.owner, id)
+                    .await
+            })
             .await
+    }
+
+    /// Sends a command for this lock to the node that serves its slot (see
+    /// [`Router::call`](crate::cluster::router::Router::call)).
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut(fred::prelude::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.inner.call(self.slot, op).await
     }
 
     pub(crate) async fn downgrade_hold(&self, write_id: u64, read_id: u64) -> Result<Option<u64>> {
         let inner = &self.inner;
-        inner
-            .scripts
-            .downgrade(
-                inner.client_for(self.slot),
-                &inner.counters,
-                &self.target(),
-                &self.owner,
-                write_id,
-                read_id,
-                inner.lease_ms(),
-            )
-            .await
+        let t = self.target();
+        self.call(|c| async move {
+            inner
+                .scripts
+                .downgrade(
+                    &c,
+                    &inner.counters,
+                    &t,
+                    &self.owner,
+                    write_id,
+                    read_id,
+                    inner.lease_ms(),
+                )
+                .await
+        })
+        .await
     }
 
     async fn try_acquire(&self, mode: Mode) -> Result<Option<Hold>> {
@@ -447,8 +468,8 @@ impl RwLock {
         let refresh = inner.config.lease / 3;
         loop {
             if sub.is_none() {
-                if let Some(n) = &inner.notifier {
-                    sub = Some(n.join(&self.channel).await);
+                if let Some(n) = inner.notifier() {
+                    sub = Some(n.join(&self.channel, self.slot).await);
                 }
             }
             leftovers.armed = true;
@@ -536,15 +557,17 @@ impl RwLock {
         if let Some((wanted, timeout)) = self.inner.config.replica_acks {
             let inner = &self.inner;
             let owners = [self.owner()];
-            let present = inner
-                .scripts
-                .renew(
-                    inner.client_for(self.slot),
-                    &inner.counters,
-                    &self.target(),
-                    inner.lease_ms(),
-                    &owners,
-                )
+            let t = self.target();
+            let present = self
+                .call(|c| {
+                    let (t, owners) = (&t, &owners);
+                    async move {
+                        inner
+                            .scripts
+                            .renew(&c, &inner.counters, t, inner.lease_ms(), owners)
+                            .await
+                    }
+                })
                 .await?;
             if !present.first().is_some_and(|ids| ids.contains(&id)) {
                 let _ = hold.release().await;
@@ -580,18 +603,23 @@ impl RwLock {
     async fn attempt_here(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
         let inner = &self.inner;
         let sent = Instant::now();
-        let attempt = inner
-            .scripts
-            .acquire(
-                inner.client_for(self.slot),
-                &inner.counters,
-                &self.target(),
-                mode,
-                &self.owner,
-                id,
-                inner.lease_ms(),
-                queue,
-            )
+        let t = self.target();
+        let attempt = self
+            .call(|c| async move {
+                inner
+                    .scripts
+                    .acquire(
+                        &c,
+                        &inner.counters,
+                        &t,
+                        mode,
+                        &self.owner,
+                        id,
+                        inner.lease_ms(),
+                        queue,
+                    )
+                    .await
+            })
             .await?;
         match attempt {
             Attempt::Granted { fence } => {
@@ -626,11 +654,14 @@ impl RwLock {
             .counters
             .round_trips
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(self.slot), false);
-        // on the connection that sent the write: WAIT counts that connection's writes
-        let acked: i64 = inner
-            .client_for(self.slot)
-            .custom(cmd, vec![i64::from(wanted), timeout.as_millis() as i64])
+        // on the connection that sent the write (each slot has one per node): WAIT counts
+        // that connection's writes
+        let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        let acked: i64 = self
+            .call(|c| async move {
+                let cmd = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
+                Ok(c.custom(cmd, vec![i64::from(wanted), millis]).await?)
+            })
             .await?;
         Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }

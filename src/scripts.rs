@@ -109,6 +109,7 @@ impl Mode {
 }
 
 /// Keys and arguments every call needs.
+#[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub key: &'a str,
     pub channel: &'a str,
@@ -398,6 +399,7 @@ fn text_or(v: Option<&Value>) -> String {
 }
 
 /// One lock's renewal in a batch: key, channel, owners.
+#[derive(Clone)]
 pub(crate) struct RenewItem {
     pub key: String,
     pub channel: String,
@@ -405,9 +407,10 @@ pub(crate) struct RenewItem {
 }
 
 impl Scripts {
-    /// Renews many locks in one pipeline (one round trip per master); the result for each
-    /// item is what [`renew`](Self::renew) returns.
-    pub async fn renew_batch(
+    /// Renews many locks of ONE node in one pipeline (one round trip); the result for each
+    /// item is what [`renew`](Self::renew) returns (an error for an item the caller should
+    /// renew again on its own, e.g. after NOSCRIPT on a promoted replica).
+    pub async fn renew_pipeline(
         &self,
         client: &Client,
         counters: &Counters,
@@ -426,28 +429,20 @@ impl Scripts {
                 publish.to_string(),
             ];
             args.extend(item.owners.iter().cloned());
-            let slot = crate::slot::key_slot(item.key.as_bytes());
-            let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
+            let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
             let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
         }
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
-        let mut out = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let t = Target {
-                key: &item.key,
-                channel: &item.channel,
-                publish,
-            };
-            let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
-            let parsed = match replies.get(i) {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match replies.get(i) {
                 Some(Ok(v)) => parse_renew(&item.key, v.clone()),
-                // NOSCRIPT (a promoted replica) and anything else: once more on its own
-                _ => self.renew(client, counters, &t, lease_ms, &owners).await,
-            };
-            out.push(parsed);
-        }
-        out
+                Some(Err(e)) => Err(Error::Redis(e.clone())),
+                None => Err(Error::Protocol("renew: missing reply".into())),
+            })
+            .collect()
     }
 }
 

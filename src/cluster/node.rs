@@ -1,0 +1,124 @@
+//! The connections to one node: a few command connections and, when needed, one
+//! subscriber. Each is a fred client of its own (centralized), so a node that hangs
+//! stalls only the commands sent to it.
+
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::prelude::*;
+use fred::types::config::UnresponsiveConfig;
+
+use crate::cluster::topology::Addr;
+use crate::error::{Error, Result};
+
+/// Builds the clients of any node from one template (credentials, TLS, timeouts).
+#[derive(Clone)]
+pub(crate) struct Connector {
+    template: Config,
+    timeout: Duration,
+    connections: usize,
+}
+
+impl Connector {
+    pub fn new(template: Config, timeout: Duration, connections: usize) -> Connector {
+        Connector {
+            template,
+            timeout,
+            connections: connections.max(1),
+        }
+    }
+
+    fn builder(&self, addr: &str, fail_fast: bool) -> Result<Builder> {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            .ok_or_else(|| Error::Protocol(format!("node address {addr:?}")))?;
+        let mut config = self.template.clone();
+        config.server = ServerConfig::new_centralized(host, port);
+        config.fail_fast = fail_fast;
+        let timeout = self.timeout;
+        let mut builder = Builder::from_config(config);
+        builder
+            .with_connection_config(|c| {
+                c.connection_timeout = timeout;
+                c.internal_command_timeout = timeout;
+                c.max_command_attempts = 2;
+                // lock traffic is small request/reply: never wait for Nagle
+                c.tcp.nodelay = Some(true);
+                // a frozen node keeps its connections open but answers nothing: drop the
+                // connection, so that it is made afresh once the node answers again
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(timeout),
+                    interval: (timeout / 4).max(Duration::from_millis(10)),
+                };
+            })
+            .with_performance_config(|p| p.default_command_timeout = timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        Ok(builder)
+    }
+
+    /// Connects to a seed and waits for the connection, so that a wrong address or
+    /// password is reported at once.
+    pub async fn probe(&self, addr: &str) -> Result<Client> {
+        let client = self.builder(addr, true)?.build()?;
+        match tokio::time::timeout(self.timeout + Duration::from_secs(1), client.init()).await {
+            Ok(Ok(_)) => Ok(client),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => {
+                let c = client.clone();
+                tokio::spawn(async move { c.quit().await });
+                Err(Error::Redis(fred::error::Error::new(
+                    fred::error::ErrorKind::Timeout,
+                    format!("could not connect to {addr} in time"),
+                )))
+            }
+        }
+    }
+
+    /// The command connections of a node, connecting in the background (commands sent
+    /// meanwhile wait for the connection, within their timeout).
+    pub fn node(&self, addr: &str) -> Result<Node> {
+        let builder = self.builder(addr, false)?;
+        let mut clients = Vec::with_capacity(self.connections);
+        for _ in 0..self.connections {
+            let client = builder.build()?;
+            let _task = client.connect();
+            clients.push(client);
+        }
+        Ok(Node {
+            addr: addr.to_string(),
+            clients,
+        })
+    }
+
+    /// A subscriber connection to a node, connecting in the background.
+    pub fn subscriber(&self, addr: &str) -> Result<SubscriberClient> {
+        let subscriber = self.builder(addr, false)?.build_subscriber_client()?;
+        let _task = subscriber.connect();
+        Ok(subscriber)
+    }
+}
+
+/// The command connections of one node.
+pub(crate) struct Node {
+    pub addr: Addr,
+    clients: Vec<Client>,
+}
+
+impl Node {
+    /// The connection that carries the commands of `slot`: always the same one, so that a
+    /// lock's commands stay in order and `WAIT` counts its writes.
+    pub fn client(&self, slot: u16) -> &Client {
+        &self.clients[usize::from(slot) % self.clients.len()]
+    }
+
+    /// Closes the connections, without waiting for a node that does not answer.
+    pub fn close(&self, within: Duration) {
+        for c in &self.clients {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(within, c.quit()).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Routing: slot -> the node that serves it, and commands that follow the cluster.
+//!
+//! Every command of a lock goes through [`Router::call`]: it is sent to the node that the
+//! slot map names, and
+//! - on `MOVED`, the map is corrected for that slot and the command sent again at once;
+//! - on `ASK`, the command is sent once to the target, after `ASKING`;
+//! - on a timeout, a connection error, `CLUSTERDOWN`, `TRYAGAIN` or `READONLY` (a master
+//!   demoted under us), the node is suspected: the topology watch is asked to look again
+//!   at once, and the command is sent again when the map changes or after a short pause;
+//! - while the command is in flight, a change of the map that moves its slot to another
+//!   node sends it again there without waiting for the old node's answer (a frozen
+//!   master never answers); a command that hangs longer than [`SUSPECT_AFTER`] makes the
+//!   watch look at the topology at once.
+//!
+//! Commands are idempotent (each carries the hold id the client chose), so sending one
+//! again never takes or gives back a second hold.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::cluster::node::{Connector, Node};
+use crate::cluster::topology::{self, Addr, SlotMap};
+use crate::error::{Error, Result};
+
+/// A command pending this long makes its node suspect.
+pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
+/// Pause before sending again after an error that the map does not explain.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The slot map with the connections of the masters it names.
+pub(crate) struct Routes {
+    pub map: SlotMap,
+    /// Parallel to `map.masters()`.
+    nodes: Vec<Arc<Node>>,
+}
+
+impl Routes {
+    /// The node that serves `slot` (any master when the map names none: it will answer
+    /// with a redirection or `CLUSTERDOWN`).
+    pub fn node(&self, slot: u16) -> Option<&Arc<Node>> {
+        let addr = self.map.owner(slot);
+        addr.and_then(|a| self.nodes.iter().find(|n| &n.addr == a))
+            .or_else(|| self.nodes.first())
+    }
+
+    /// The masters' connections.
+    pub fn nodes(&self) -> &[Arc<Node>] {
+        &self.nodes
+    }
+}
+
+pub(crate) struct Router {
+    connector: Connector,
+    clustered: bool,
+    seeds: Vec<Addr>,
+    /// Every node a view listed, masters and replicas, by address.
+    nodes: Mutex<HashMap<Addr, Arc<Node>>>,
+    routes: std::sync::RwLock<Arc<Routes>>,
+    /// Bumped on every change of the map.
+    version: watch::Sender<u64>,
+    /// Wakes the topology watch before its tick.
+    alarm: Notify,
+    last_alarm: Mutex<Option<Instant>>,
+    timeout: Duration,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Router {
+    /// A router for a single node (not a cluster).
+    pub fn single(connector: Connector, addr: Addr, timeout: Duration) -> Result<Router> {
+        Router::new(connector, false, vec![addr.clone()], SlotMap::single(addr), timeout)
+    }
+
+    /// A router for a cluster whose map is `map`.
+    pub fn cluster(
+        connector: Connector,
+        seeds: Vec<Addr>,
+        map: SlotMap,
+        timeout: Duration,
+    ) -> Result<Router> {
+        Router::new(connector, true, seeds, map, timeout)
+    }
+
+    fn new(
+        connector: Connector,
+        clustered: bool,
+        seeds: Vec<Addr>,
+        map: SlotMap,
+        timeout: Duration,
+    ) -> Result<Router> {
+        let mut nodes = HashMap::new();
+        let mut masters = Vec::new();
+        for addr in map.masters() {
+            let node = Arc::new(connector.node(addr)?);
+            nodes.insert(addr.clone(), node.clone());
+            masters.push(node);
+        }
+        Ok(Router {
+            connector,
+            clustered,
+            seeds,
+            nodes: Mutex::new(nodes),
+            routes: std::sync::RwLock::new(Arc::new(Routes {
+                map,
+                nodes: masters,
+            })),
+            version: watch::channel(0).0,
+            alarm: Notify::new(),
+            last_alarm: Mutex::new(None),
+            timeout,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn clustered(&self) -> bool {
+        self.clustered
+    }
+
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    /// The routes in force.
+    pub fn routes(&self) -> Arc<Routes> {
+        self.routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The node that serves `slot` now.
+    pub fn node_for(&self, slot: u16) -> Option<Arc<Node>> {
+        self.routes().node(slot).cloned()
+    }
+
+    /// The connections of `addr`, made on first use.
+    pub fn node(&self, addr: &str) -> Result<Arc<Node>> {
+        let mut nodes = lock(&self.nodes);
+        if let Some(n) = nodes.get(addr) {
+            return Ok(n.clone());
+        }
+        let node = Arc::new(self.connector.node(addr)?);
+        nodes.insert(addr.to_string(), node.clone());
+        Ok(node)
+    }
+
+    /// Puts `map` in force when it differs from the one in force.
+    pub fn install(&self, map: SlotMap) -> Result<()> {
+        if self.routes().map != map {
+            let routes = self.prepare(map)?;
+            self.commit(routes);
+        }
+        Ok(())
+    }
+
+    /// The routes of `map`, with the connections of its masters (made when new).
+    pub fn prepare(&self, map: SlotMap) -> Result<Arc<Routes>> {
+        let nodes = map
+            .masters()
+            .iter()
+            .map(|a| self.node(a))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(Routes { map, nodes }))
+    }
+
+    /// Puts `routes` in force, wakes the commands whose slot moved, and closes the
+    /// connections of nodes that no view lists any more.
+    pub fn commit(&self, routes: Arc<Routes>) {
+        *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes.clone();
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+        let known = &routes.map.known;
+        let mut registry = lock(&self.nodes);
+        registry.retain(|addr, node| {
+            let keep = known.contains(addr) || self.seeds.contains(addr);
+            if !keep {
+                node.close(self.timeout);
+            }
+            keep
+        });
+    }
+
+    /// Asks the topology watch to look again now.
+    pub fn raise_alarm(&self) {
+        *lock(&self.last_alarm) = Some(Instant::now());
+        self.alarm.notify_one();
+    }
+
+    /// Resolves when someone raises the alarm.
+    pub async fn alarmed(&self) {
+        self.alarm.notified().await
+    }
+
+    /// Whether something went wrong within `window`.
+    pub fn alarm_within(&self, window: Duration) -> bool {
+        lock(&self.last_alarm).is_some_and(|t| t.elapsed() < window)
+    }
+
+    /// Every node to ask for the topology: the known ones and the seeds.
+    pub fn known(&self) -> Vec<Addr> {
+        let mut all = self.routes().map.known.clone();
+        for s in &self.seeds {
+            if !all.contains(s) {
+                all.push(s.clone());
+            }
+        }
+        all
+    }
+
+    /// `CLUSTER NODES` of the node `addr`, within `bound`.
+    pub async fn view_of(&self, addr: &str, bound: Duration) -> Option<Vec<topology::NodeLine>> {
+        let node = self.node(addr).ok()?;
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let text: String = tokio::time::timeout(bound, node.client(0).custom(cmd, vec!["NODES"]))
+            .await
+            .ok()?
+            .ok()?;
+        topology::parse_nodes(&text, addr)
+    }
+
+    /// Sends a command to the node that serves `slot`, following the cluster for at most
+    /// `budget` (see the module docs). `op` sends the command on the connection given.
+    pub async fn call<T, F, Fut>(&self, slot: u16, budget: Duration, mut op: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let deadline = Instant::now() + budget;
+        let mut ask: Option<Arc<Node>> = None;
+        loop {
+            if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::Closed);
+            }
+            let mut version = self.version.subscribe();
+            let asking = ask.take();
+            let node = match &asking {
+                Some(n) => n.clone(),
+                None => self
+                    .node_for(slot)
+                    .ok_or_else(|| Error::Protocol("no node in the slot map".into()))?,
+            };
+            let client = node.client(slot).clone();
+            let send = async {
+                if asking.is_some() {
+                    let cmd = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
+                    let _: Value = client.custom(cmd, Vec::<Value>::new()).await?;
+                }
+                op(client.clone()).await
+            };
+            let outcome = tokio::select! {
+                r = send => Some(r),
+                _ = self.rerouted(slot, &node, &mut version) => None,
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.raise_alarm();
+                    return Err(Error::Redis(fred::error::Error::new(
+                        fred::error::ErrorKind::Timeout,
+                        format!("{} did not answer in {budget:?}", node.addr),
+                    )));
+                }
+            };
+            let error = match outcome {
+                Some(Ok(v)) => return Ok(v),
+                Some(Err(e)) => e,
+                // the slot moved while the command was in flight: send it again there
+                None => continue,
+            };
+            let Error::Redis(fe) = &error else {
+                return Err(error);
+            };
+            let details = fe.details();
+            if fe.is_moved() {
+                if let Some((s, addr)) = topology::redirect_target(details) {
+                    let map = self.routes().map.redirected(s, &addr);
+                    if self.install(map).is_err() {
+                        return Err(error);
+                    }
+                }
+                self.raise_alarm();
+            } else if fe.is_ask() {
+                match topology::redirect_target(details).map(|(_, a)| self.node(&a)) {
+                    Some(Ok(n)) => ask = Some(n),
+                    _ => return Err(error),
+                }
+            } else if retryable(fe) {
+                self.raise_alarm();
+                let pause = Instant::now() + RETRY_PAUSE;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(pause.min(deadline)) => {}
+                    _ = self.rerouted(slot, &node, &mut version) => {}
+                }
+                if Instant::now() >= deadline {
+                    return Err(error);
+                }
+            } else {
+                return Err(error);
+            }
+        }
+    }
+
+    /// Resolves when `slot` is routed away from `node`; raises the alarm when that takes
+    /// longer than [`SUSPECT_AFTER`].
+    async fn rerouted(&self, slot: u16, node: &Arc<Node>, version: &mut watch::Receiver<u64>) {
+        let suspect = async {
+            tokio::time::sleep(SUSPECT_AFTER).await;
+            self.raise_alarm();
+            std::future::pending::<()>().await
+        };
+        let moved = async {
+            loop {
+                if version.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                let now = self.node_for(slot);
+                if !now.is_some_and(|n| Arc::ptr_eq(&n, node)) {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = suspect => {}
+            _ = moved => {}
+        }
+    }
+
+    /// Closes every connection (without waiting for nodes that do not answer).
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        for node in lock(&self.nodes).values() {
+            node.close(self.timeout);
+        }
+    }
+}
+
+/// Errors after which the same command may succeed on another node or a bit later.
+fn retryable(e: &fred::error::Error) -> bool {
+    use fred::error::ErrorKind as K;
+    let d = e.details();
+    matches!(
+        e.kind(),
+        K::Timeout | K::IO | K::Canceled | K::Cluster | K::Backpressure
+    ) || ["CLUSTERDOWN", "TRYAGAIN", "READONLY", "MASTERDOWN", "LOADING"]
+        .iter()
+        .any(|p| d.starts_with(p))
+}
