@@ -44,6 +44,8 @@ const ALERT_TICK: Duration = Duration::from_millis(200);
 pub(crate) const ALERT_WINDOW: Duration = Duration::from_secs(10);
 /// How long a node may take to send its view.
 const VIEW_BOUND: Duration = Duration::from_millis(500);
+/// How long the views of the last nodes are awaited once most have answered.
+const VIEW_GRACE: Duration = Duration::from_millis(30);
 /// How long a new map waits for its channels to be subscribed before it is put in force.
 const FOLLOW_WAIT: Duration = Duration::from_millis(500);
 
@@ -68,13 +70,34 @@ fn seed_addrs(config: &Config) -> Vec<Addr> {
     }
 }
 
+/// The views of the nodes at `addrs`: all of them, or, once more than half have answered,
+/// those that answer within [`VIEW_GRACE`] more (a node that hangs must not hold up the
+/// others' news); at most [`VIEW_BOUND`] in all.
 async fn node_views(router: &Router, addrs: &[Addr]) -> Vec<Vec<topology::NodeLine>> {
-    let asks = addrs.iter().map(|a| router.view_of(a, VIEW_BOUND));
-    futures_util::future::join_all(asks)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let mut pending: FuturesUnordered<_> = addrs
+        .iter()
+        .map(|a| router.view_of(a, VIEW_BOUND))
+        .collect();
+    let mut views = Vec::new();
+    let mut answered = 0usize;
+    let mut grace: Option<tokio::time::Instant> = None;
+    loop {
+        let next = match grace {
+            Some(g) => match tokio::time::timeout_at(g, pending.next()).await {
+                Ok(n) => n,
+                Err(_) => break,
+            },
+            None => pending.next().await,
+        };
+        let Some(view) = next else { break };
+        answered += 1;
+        views.extend(view);
+        if grace.is_none() && answered * 2 > addrs.len() {
+            grace = Some(tokio::time::Instant::now() + VIEW_GRACE);
+        }
+    }
+    views
 }
 
 impl Cluster {
