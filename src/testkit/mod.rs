@@ -425,6 +425,8 @@ fn node_args(port: u16, dir: &str) -> Vec<String> {
         "yes",
         "--cluster-config-file",
         &conf,
+        "--cluster-require-full-coverage",
+        "no",
         "--cluster-node-timeout",
         "2000",
         "--cluster-replica-validity-factor",
