@@ -160,8 +160,9 @@ impl LockConfig {
         self
     }
 
-    /// Connections per node (default 2). Each lock uses one, chosen by its slot; more
-    /// than one lets a busy client use more than one core.
+    /// Command connections per node (default 2; each node also gets one subscriber
+    /// connection when a lock of its slots has waiters). Each lock uses one, chosen by its
+    /// slot; more than one lets a busy client use more than one core.
     ///
     /// ```
     /// use std::time::Duration;
@@ -173,7 +174,10 @@ impl LockConfig {
         self
     }
 
-    /// Timeout of each command sent to Redis (default 5 s).
+    /// How long one call to Redis may take (default 5 s), retries included: a call is sent
+    /// again when its node times out, fails over or redirects it, until this much time has
+    /// passed (a release is followed for a lease, at least this long). Also the timeout
+    /// of connecting to a node.
     ///
     /// ```
     /// use std::time::Duration;

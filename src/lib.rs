@@ -46,8 +46,8 @@
 //!   subscription per name per client) before they try, and sleep until a release that
 //!   concerns them, or until the earliest lease deadline that could free the lock. A
 //!   release that frees the lock hands it straight to the first queued writer, which
-//!   learns it from the message without another round trip. A topology watch renews the
-//!   subscriptions after failovers and slot moves.
+//!   learns it from the message without another round trip. Subscriptions follow their
+//!   slot to its new master after failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
 //!
@@ -61,6 +61,17 @@
 //!   resource can refuse it, by checking fences.
 //! - A holder cut off from Redis is told (`lost()`) at most one renewal interval after
 //!   its lease may have ended, by its own monotonic clock.
+//! - A master that hangs (frozen, or cut off by a partition) affects only the locks of
+//!   its own slots, and only until the cluster fails it over: the client has connections
+//!   per node, reads the slot map from the nodes that answer (merged by config epoch, so
+//!   a stale master's own view cannot win), and sends a command again on the promoted
+//!   replica as soon as its slot moves. Locks of the other masters keep their latency
+//!   if the cluster runs with `cluster-require-full-coverage no`; with Redis's default
+//!   every master refuses commands (`CLUSTERDOWN`) between the failure detection and the
+//!   promotion, and lock calls wait for that window.
+//! - A frozen master that wakes up may serve commands it had buffered before it learns
+//!   it was demoted; what it does then is discarded when it resyncs as a replica, but a
+//!   client that hears its reply may believe it holds. Fences expose such a holder.
 //!
 //! # Layout
 //! The hash layout and the scripts' rules are documented in [`scripts`].

@@ -237,6 +237,7 @@ impl Router {
     {
         let deadline = Instant::now() + budget;
         let mut ask: Option<Arc<Node>> = None;
+        let mut redirects = 0u32;
         loop {
             if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(Error::Closed);
@@ -278,6 +279,13 @@ impl Router {
                 return Err(error);
             };
             let details = fe.details();
+            if fe.is_moved() || fe.is_ask() {
+                // nodes that disagree while a slot migrates: do not spin
+                redirects += 1;
+                if redirects > 3 {
+                    tokio::time::sleep_until((Instant::now() + RETRY_PAUSE).min(deadline)).await;
+                }
+            }
             if fe.is_moved() {
                 if let Some((s, addr)) = topology::redirect_target(details) {
                     let map = self.routes().map.redirected(s, &addr);
