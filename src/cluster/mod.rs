@@ -174,6 +174,9 @@ impl Cluster {
         let notifier = config
             .notifications
             .then(|| Notifier::start(router.clone(), major >= 7, timeout));
+        if let Some(n) = &notifier {
+            n.warm(&router.routes());
+        }
         Ok(Cluster {
             router,
             notifier,
@@ -236,6 +239,7 @@ impl Cluster {
             return;
         };
         if let Some(n) = &self.notifier {
+            n.warm(&routes);
             let tasks = n.follow(&routes);
             let _ =
                 tokio::time::timeout(FOLLOW_WAIT, futures_util::future::join_all(tasks)).await;

@@ -208,6 +208,14 @@ impl Notifier {
         Some(sub)
     }
 
+    /// Opens the subscriber connections of the masters of `routes` ahead of need, so that
+    /// a first waiter does not wait for a connection.
+    pub fn warm(self: &Arc<Self>, routes: &Routes) {
+        for node in routes.nodes() {
+            let _ = self.subscriber(&node.addr);
+        }
+    }
+
     /// Subscribes `channel` on `addr`; true when the server confirmed it in time.
     async fn subscribe_on(self: &Arc<Self>, addr: &str, channel: &str) -> bool {
         let Some(sub) = self.subscriber(addr) else {

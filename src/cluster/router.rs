@@ -45,8 +45,10 @@ impl Routes {
     /// The node that serves `slot` (any master when the map names none: it will answer
     /// with a redirection or `CLUSTERDOWN`).
     pub fn node(&self, slot: u16) -> Option<&Arc<Node>> {
-        let addr = self.map.owner(slot);
-        addr.and_then(|a| self.nodes.iter().find(|n| &n.addr == a))
+        // `nodes` is parallel to `map.masters()`
+        self.map
+            .owner_index(slot)
+            .and_then(|i| self.nodes.get(i))
             .or_else(|| self.nodes.first())
     }
 
@@ -260,13 +262,14 @@ impl Router {
             };
             let outcome = tokio::select! {
                 r = send => Some(r),
-                _ = self.rerouted(slot, &node, &mut version) => None,
-                _ = tokio::time::sleep_until(deadline) => {
-                    self.raise_alarm();
-                    return Err(Error::Redis(fred::error::Error::new(
-                        fred::error::ErrorKind::Timeout,
-                        format!("{} did not answer in {budget:?}", node.addr),
-                    )));
+                moved = self.rerouted(slot, &node, &mut version, deadline) => {
+                    if !moved {
+                        return Err(Error::Redis(fred::error::Error::new(
+                            fred::error::ErrorKind::Timeout,
+                            format!("{} did not answer in {budget:?}", node.addr),
+                        )));
+                    }
+                    None
                 }
             };
             let error = match outcome {
@@ -302,10 +305,9 @@ impl Router {
             } else if retryable(fe) {
                 self.raise_alarm();
                 let pause = Instant::now() + RETRY_PAUSE;
-                tokio::select! {
-                    _ = tokio::time::sleep_until(pause.min(deadline)) => {}
-                    _ = self.rerouted(slot, &node, &mut version) => {}
-                }
+                let _ = self
+                    .rerouted(slot, &node, &mut version, pause.min(deadline))
+                    .await;
                 if Instant::now() >= deadline {
                     return Err(error);
                 }
@@ -315,14 +317,16 @@ impl Router {
         }
     }
 
-    /// Resolves when `slot` is routed away from `node`; raises the alarm when that takes
-    /// longer than [`SUSPECT_AFTER`].
-    async fn rerouted(&self, slot: u16, node: &Arc<Node>, version: &mut watch::Receiver<u64>) {
-        let suspect = async {
-            tokio::time::sleep(SUSPECT_AFTER).await;
-            self.raise_alarm();
-            std::future::pending::<()>().await
-        };
+    /// Resolves with `true` when `slot` is routed away from `node`, with `false` at
+    /// `until`; raises the alarm when the node takes longer than [`SUSPECT_AFTER`]. One
+    /// timer at a time: this runs beside every command.
+    async fn rerouted(
+        &self,
+        slot: u16,
+        node: &Arc<Node>,
+        version: &mut watch::Receiver<u64>,
+        until: Instant,
+    ) -> bool {
         let moved = async {
             loop {
                 if version.changed().await.is_err() {
@@ -334,9 +338,20 @@ impl Router {
                 }
             }
         };
+        tokio::pin!(moved);
+        let suspect_at = Instant::now() + SUSPECT_AFTER;
+        if suspect_at < until {
+            tokio::select! {
+                _ = &mut moved => return true,
+                _ = tokio::time::sleep_until(suspect_at) => self.raise_alarm(),
+            }
+        }
         tokio::select! {
-            _ = suspect => {}
-            _ = moved => {}
+            _ = &mut moved => true,
+            _ = tokio::time::sleep_until(until) => {
+                self.raise_alarm();
+                false
+            }
         }
     }
 

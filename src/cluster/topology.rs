@@ -107,9 +107,15 @@ impl SlotMap {
     }
 
     /// The node that serves `slot`, if any.
+    #[cfg(test)]
     pub fn owner(&self, slot: u16) -> Option<&Addr> {
-        let i = *self.owners.get(usize::from(slot))?;
-        self.masters.get(usize::from(i))
+        self.masters.get(self.owner_index(slot)?)
+    }
+
+    /// The index in [`masters`](Self::masters) of the node that serves `slot`.
+    pub fn owner_index(&self, slot: u16) -> Option<usize> {
+        let i = usize::from(*self.owners.get(usize::from(slot))?);
+        (i < self.masters.len()).then_some(i)
     }
 
     /// The masters that serve slots.
