@@ -156,6 +156,7 @@ impl LockClient {
     async fn with_cluster(config: LockConfig, cluster: Arc<Cluster>) -> Result<LockClient> {
         let scripts = Scripts::new();
         for node in cluster.router.routes().nodes() {
+            node.connected(config.command_timeout).await;
             let client = node.client(0);
             tokio::time::timeout(config.command_timeout, scripts.load_all(client))
                 .await
@@ -169,7 +170,7 @@ impl LockClient {
         let diagnostics = Builder::from_config(config.to_fred()?)
             .with_config(|c| c.fail_fast = false)
             .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+            .set_policy(crate::cluster::node::reconnect_policy())
             .build()?;
         let start = u64::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..8]

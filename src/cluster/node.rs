@@ -11,6 +11,15 @@ use fred::types::config::UnresponsiveConfig;
 use crate::cluster::topology::Addr;
 use crate::error::{Error, Result};
 
+/// Reconnect at once, then back off to one attempt every 2 s. fred waits the policy's
+/// delay before the FIRST connection too, and its default jitter adds up to 100 ms: a
+/// connection to a newly promoted master would wait for nothing.
+pub(crate) fn reconnect_policy() -> ReconnectPolicy {
+    let mut policy = ReconnectPolicy::new_exponential(0, 1, 2_000, 2);
+    policy.set_jitter(1);
+    policy
+}
+
 /// Builds the clients of any node from one template (credentials, TLS, timeouts).
 #[derive(Clone)]
 pub(crate) struct Connector {
@@ -53,7 +62,7 @@ impl Connector {
                 };
             })
             .with_performance_config(|p| p.default_command_timeout = timeout)
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+            .set_policy(reconnect_policy());
         Ok(builder)
     }
 
@@ -110,6 +119,12 @@ impl Node {
     /// lock's commands stay in order and `WAIT` counts its writes.
     pub fn client(&self, slot: u16) -> &Client {
         &self.clients[usize::from(slot) % self.clients.len()]
+    }
+
+    /// Waits (at most `within`) until every connection is up.
+    pub async fn connected(&self, within: Duration) {
+        let all = futures_util::future::join_all(self.clients.iter().map(|c| c.wait_for_connect()));
+        let _ = tokio::time::timeout(within, all).await;
     }
 
     /// Closes the connections, without waiting for a node that does not answer.
