@@ -35,6 +35,7 @@
 //! ```
 
 mod admin;
+mod partition;
 mod shim;
 
 use std::collections::HashMap;
@@ -237,21 +238,30 @@ fn session_id() -> &'static str {
 }
 
 /// The reaper: a process of its own group that waits for our end of a pipe to close and
-/// then removes everything this process started. Lines it is sent: `pid:<n>`, `dir:<path>`.
+/// then removes everything this process started. Lines it is sent: `pid:<n>`, `dir:<path>`,
+/// `rule:<port>:<gid>` (a partition's iptables rules, see [`partition`]).
 fn reaper() -> &'static Mutex<Option<std::process::ChildStdin>> {
     static REAPER: OnceLock<Mutex<Option<std::process::ChildStdin>>> = OnceLock::new();
     REAPER.get_or_init(|| {
         let script = format!(
-            r#"pids=""; dirs=""
+            r#"pids=""; dirs=""; rules=""
 while read -r line; do
-  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; esac
+  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; rule:*) rules="$rules ${{line#rule:}}";; esac
+done
+for r in $rules; do
+  port=${{r%%:*}}; gid=${{r#*:}}
+  for p in $port $((port + 10000)); do
+    while iptables -w -D INPUT -i lo -p tcp --dport $p -m comment --comment {rule_tag} -j DROP 2>/dev/null; do :; done
+  done
+  while iptables -w -D OUTPUT -o lo -m owner --gid-owner $gid -m comment --comment {rule_tag} -j DROP 2>/dev/null; do :; done
 done
 ids=$(docker ps -aq --filter label={SESSION_LABEL}={session} 2>/dev/null)
 [ -n "$ids" ] && docker rm -f -v $ids >/dev/null 2>&1
 for p in $pids; do kill -CONT $p 2>/dev/null; kill -9 $p 2>/dev/null; done
 for d in $dirs; do rm -rf "$d"; done
 exit 0"#,
-            session = session_id()
+            session = session_id(),
+            rule_tag = partition::rule_tag()
         );
         let child = docker_env(Command::new("sh"))
             .args(["-c", &script])
@@ -623,25 +633,26 @@ impl TestCluster {
             Backend::Docker => {
                 let image = image_name();
                 let (name, tag) = image.rsplit_once(':').unwrap_or((&image, "latest"));
-                let container = GenericImage::new(name, tag)
+                let request = GenericImage::new(name, tag)
                     .with_wait_for(WaitFor::Nothing)
                     .with_network("host")
                     .with_label(TESTBED_LABEL, "testkit")
                     .with_label(SESSION_LABEL, session_id())
                     .with_container_name(format!("cluster-rwlock-{}-{port}", session_id()))
-                    .with_cmd(node_args(port, "/data"))
-                    .start()
-                    .await
-                    .map_err(|e| {
-                        let text = e.to_string();
-                        if text.contains("connect") || text.contains("socket") {
-                            TestkitError::DockerUnavailable(text)
-                        } else {
-                            TestkitError::Command(format!(
-                                "starting the node on port {port}: {text}"
-                            ))
-                        }
-                    })?;
+                    .with_cmd(node_args(port, "/data"));
+                // a group of the node's own, so that a partition can drop what it sends
+                let request = match partition::node_gid(port) {
+                    Some(gid) => request.with_user(format!("0:{gid}")),
+                    None => request,
+                };
+                let container = request.start().await.map_err(|e| {
+                    let text = e.to_string();
+                    if text.contains("connect") || text.contains("socket") {
+                        TestkitError::DockerUnavailable(text)
+                    } else {
+                        TestkitError::Command(format!("starting the node on port {port}: {text}"))
+                    }
+                })?;
                 Ok(Handle::Container {
                     id: container.id().to_string(),
                     container: Some(Box::new(container)),
@@ -1282,7 +1293,12 @@ fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
 fn spawn_native(port: u16, dir: &std::path::Path) -> Result<std::process::Child, TestkitError> {
     let log = std::fs::File::create(dir.join("redis.log"))
         .map_err(|e| TestkitError::Command(e.to_string()))?;
-    let child = Command::new("redis-server")
+    let mut command = Command::new("redis-server");
+    // a group of the node's own, so that a partition can drop what it sends
+    if let Some(gid) = partition::node_gid(port) {
+        command.gid(gid);
+    }
+    let child = command
         .args(node_args(port, &dir.display().to_string()))
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| TestkitError::Command(e.to_string()))?)

@@ -1,6 +1,8 @@
 //! Helpers shared by the lock tests.
 #![allow(dead_code)]
 
+pub mod hung;
+
 use std::time::Duration;
 
 use cluster_rwlock::testkit::TestCluster;
