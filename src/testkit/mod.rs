@@ -36,7 +36,10 @@
 
 mod admin;
 mod partition;
+mod server;
 mod shim;
+
+pub use server::{Server, VALKEY_IMAGE};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -194,6 +197,9 @@ struct Node {
 /// runtime private to the test bed, so a cluster shared by many `#[tokio::test]`s works.
 pub struct TestCluster {
     backend: Backend,
+    server: Server,
+    /// The server's version, from INFO.
+    version: String,
     nodes: Vec<Node>,
     startup: Duration,
     /// Held while the cluster lives: the lock on its block of ports.
@@ -354,23 +360,20 @@ async fn prepare_docker() -> Result<(), TestkitError> {
         .map(|_| ())
 }
 
-fn image_name() -> String {
-    std::env::var("REDIS_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_string())
-}
-
-async fn ensure_image(image: &str) -> Result<(), TestkitError> {
+async fn ensure_image(server: Server) -> Result<(), TestkitError> {
+    let image = &server.image();
     if docker_cli(vec!["image".into(), "inspect".into(), image.into()])
         .await
         .is_ok()
     {
         return Ok(());
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-image.sh");
+    let (script, variable) = server.image_script();
     let image_owned = image.to_string();
     let out = tokio::task::spawn_blocking(move || {
         docker_env(Command::new("bash"))
             .arg(script)
-            .env("REDIS_IMAGE", &image_owned)
+            .env(variable, &image_owned)
             .output()
     })
     .await
@@ -500,26 +503,34 @@ impl TestCluster {
                 )))
             }
         };
+        let server = Server::from_env()?;
         let _ = reaper();
         if backend == Backend::Docker {
             prepare_docker().await?;
-            ensure_image(&image_name()).await?;
+            ensure_image(server).await?;
         }
         let mut last = None;
         for _ in 0..3 {
             let (base, ports_lock) = pick_ports()?;
-            match Self::launch(backend, base).await {
+            match Self::launch(backend, server, base).await {
                 Ok(nodes) => {
                     let mut cluster = TestCluster {
                         backend,
+                        server,
+                        version: String::new(),
                         nodes,
                         startup: Duration::ZERO,
                         _ports: Some(ports_lock),
                     };
                     cluster.form().await?;
                     cluster.startup = began.elapsed();
+                    cluster.version = admin::text(base, "INFO", &["server"])
+                        .await
+                        .map(|i| server::version_of(&i))
+                        .unwrap_or_else(|_| "?".into());
                     eprintln!(
-                        "testkit: six-node Redis Cluster ({backend}) ready in {:.2} s on 127.0.0.1:{}-{}",
+                        "testkit: six-node {server} {} Cluster ({backend}) ready in {:.2} s on 127.0.0.1:{}-{}",
+                        cluster.version,
                         cluster.startup.as_secs_f64(),
                         base,
                         base + 5
@@ -554,8 +565,15 @@ impl TestCluster {
                 down: Mutex::new(false),
             })
             .collect();
+        let info = admin::text(port, "INFO", &["server"]).await?;
         Ok(TestCluster {
             backend: Backend::External,
+            server: if info.contains("valkey_version:") {
+                Server::Valkey
+            } else {
+                Server::Redis
+            },
+            version: server::version_of(&info),
             nodes,
             startup: began.elapsed(),
             _ports: None,
@@ -563,11 +581,15 @@ impl TestCluster {
     }
 
     /// Starts the six nodes (not yet a cluster).
-    async fn launch(backend: Backend, base: u16) -> Result<Vec<Node>, TestkitError> {
+    async fn launch(
+        backend: Backend,
+        server: Server,
+        base: u16,
+    ) -> Result<Vec<Node>, TestkitError> {
         let mut set = tokio::task::JoinSet::new();
         for index in 0..6 {
             let port = base + index as u16;
-            set.spawn(async move { (index, Self::launch_node(backend, port).await) });
+            set.spawn(async move { (index, Self::launch_node(backend, server, port).await) });
         }
         let mut nodes: Vec<Option<Node>> = (0..6).map(|_| None).collect();
         let mut failure = None;
@@ -628,10 +650,14 @@ impl TestCluster {
         }
     }
 
-    async fn launch_node(backend: Backend, port: u16) -> Result<Handle, TestkitError> {
+    async fn launch_node(
+        backend: Backend,
+        server: Server,
+        port: u16,
+    ) -> Result<Handle, TestkitError> {
         match backend {
             Backend::Docker => {
-                let image = image_name();
+                let image = server.image();
                 let (name, tag) = image.rsplit_once(':').unwrap_or((&image, "latest"));
                 let request = GenericImage::new(name, tag)
                     .with_wait_for(WaitFor::Nothing)
@@ -663,7 +689,7 @@ impl TestCluster {
                     std::env::temp_dir().join(format!("cluster-rwlock-{}-{port}", session_id()));
                 std::fs::create_dir_all(&dir).map_err(|e| TestkitError::Command(e.to_string()))?;
                 tell_reaper(&format!("dir:{}", dir.display()));
-                let child = spawn_native(port, &dir)?;
+                let child = spawn_native(server, port, &dir)?;
                 Ok(Handle::Process {
                     child: Some(child),
                     dir,
@@ -866,6 +892,28 @@ impl TestCluster {
     /// ```
     pub fn startup_time(&self) -> Duration {
         self.startup
+    }
+
+    /// The server the nodes run (`CLUSTER_SERVER`).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) {
+    /// println!("{} {}", cluster.server(), cluster.server_version());
+    /// # }
+    /// ```
+    pub fn server(&self) -> Server {
+        self.server
+    }
+
+    /// The server's version, as `INFO server` gives it (`valkey_version` on Valkey).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) {
+    /// println!("{}", cluster.server_version());
+    /// # }
+    /// ```
+    pub fn server_version(&self) -> &str {
+        &self.version
     }
 
     /// The backend in use.
@@ -1207,7 +1255,7 @@ impl TestCluster {
                     if let Some(c) = child.as_mut() {
                         stop_child(c);
                     }
-                    *child = Some(spawn_native(node.info.port, dir)?);
+                    *child = Some(spawn_native(self.server, node.info.port, dir)?);
                     String::new()
                 }
                 Handle::External => return Err(TestkitError::Unsupported("restart")),
@@ -1290,10 +1338,15 @@ fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
     }
 }
 
-fn spawn_native(port: u16, dir: &std::path::Path) -> Result<std::process::Child, TestkitError> {
+fn spawn_native(
+    server: Server,
+    port: u16,
+    dir: &std::path::Path,
+) -> Result<std::process::Child, TestkitError> {
+    let binary = server.binary()?;
     let log = std::fs::File::create(dir.join("redis.log"))
         .map_err(|e| TestkitError::Command(e.to_string()))?;
-    let mut command = Command::new("redis-server");
+    let mut command = Command::new(&binary);
     // a group of the node's own, so that a partition can drop what it sends
     if let Some(gid) = partition::node_gid(port) {
         command.gid(gid);
@@ -1306,7 +1359,8 @@ fn spawn_native(port: u16, dir: &std::path::Path) -> Result<std::process::Child,
         .spawn()
         .map_err(|e| {
             TestkitError::Command(format!(
-                "cannot start redis-server (CLUSTER_BACKEND=native needs Debian's redis-server): {e}"
+                "cannot start {} (CLUSTER_BACKEND=native needs Debian's redis-server, or valkey-server with CLUSTER_SERVER=valkey): {e}",
+                binary.display()
             ))
         })?;
     tell_reaper(&format!("pid:{}", child.id()));
