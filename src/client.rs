@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::cluster::notify::Notifier;
+use crate::cluster::Cluster;
 use crate::config::LockConfig;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
-use crate::cluster::notify::Notifier;
-use crate::cluster::Cluster;
 use crate::lock::RwLock;
 use crate::scripts::{Counters, Scripts};
 
@@ -51,7 +51,8 @@ impl Inner {
         F: FnMut(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        self.call_within(slot, self.config.command_timeout, op).await
+        self.call_within(slot, self.config.command_timeout, op)
+            .await
     }
 
     /// As [`call`](Self::call), within `budget`.
@@ -178,7 +179,11 @@ impl LockClient {
                 .unwrap_or([1; 8]),
         ) >> 17;
         let inner = Inner {
-            publish: if cluster.sharded { "spublish" } else { "publish" },
+            publish: if cluster.sharded {
+                "spublish"
+            } else {
+                "publish"
+            },
             cluster,
             scripts,
             counters: Counters::default(),
@@ -279,10 +284,7 @@ impl LockClient {
             renewal_rounds: self.inner.keeper.rounds.load(Ordering::Relaxed),
             renewals: self.inner.keeper.renewals.load(Ordering::Relaxed),
             held: self.inner.keeper.held() as u64,
-            subscriptions: self
-                .inner
-                .notifier()
-                .map_or(0, |n| n.channel_count()) as u64,
+            subscriptions: self.inner.notifier().map_or(0, |n| n.channel_count()) as u64,
         }
     }
 

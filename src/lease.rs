@@ -159,8 +159,7 @@ async fn renew_all(
         .map(|i| crate::slot::key_slot(i.key.as_bytes()))
         .collect();
     // group by node
-    let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> =
-        HashMap::new();
+    let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> = HashMap::new();
     for (i, slot) in slots.iter().enumerate() {
         if let Some(node) = router.node_for(*slot) {
             groups

@@ -6,10 +6,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::Inner;
+use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
 use crate::guard::{Hold, ReadGuard, WriteGuard};
 use crate::keys;
-use crate::cluster::notify::{Subscription, Wake};
 use crate::scripts::{Attempt, Mode, Target};
 use crate::slot;
 

@@ -122,8 +122,9 @@ impl Cluster {
             }
         }
         let Some((seed, probe)) = probe else {
-            return Err(first_error
-                .unwrap_or_else(|| Error::InvalidConfig("no Redis URL given".into())));
+            return Err(
+                first_error.unwrap_or_else(|| Error::InvalidConfig("no Redis URL given".into()))
+            );
         };
         let result = Cluster::discover(config, connector, seeds, &seed, &probe).await;
         let _ = tokio::time::timeout(timeout, probe.quit()).await;
@@ -241,8 +242,7 @@ impl Cluster {
         if let Some(n) = &self.notifier {
             n.warm(&routes);
             let tasks = n.follow(&routes);
-            let _ =
-                tokio::time::timeout(FOLLOW_WAIT, futures_util::future::join_all(tasks)).await;
+            let _ = tokio::time::timeout(FOLLOW_WAIT, futures_util::future::join_all(tasks)).await;
         }
         self.router.commit(routes);
         self.router.raise_alarm();
@@ -254,7 +254,9 @@ fn watch_topology(weak: std::sync::Weak<Cluster>) {
     tokio::spawn(async move {
         let mut turn = 0usize;
         loop {
-            let Some(cluster) = weak.upgrade() else { return };
+            let Some(cluster) = weak.upgrade() else {
+                return;
+            };
             let alert = cluster.router.alarm_within(ALERT_WINDOW);
             let tick = if alert { ALERT_TICK } else { CALM_TICK };
             {
@@ -265,7 +267,9 @@ fn watch_topology(weak: std::sync::Weak<Cluster>) {
                     _ = router.alarmed() => {}
                 }
             }
-            let Some(cluster) = weak.upgrade() else { return };
+            let Some(cluster) = weak.upgrade() else {
+                return;
+            };
             if cluster.closed() {
                 return;
             }

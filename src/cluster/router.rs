@@ -81,7 +81,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Router {
     /// A router for a single node (not a cluster).
     pub fn single(connector: Connector, addr: Addr, timeout: Duration) -> Result<Router> {
-        Router::new(connector, false, vec![addr.clone()], SlotMap::single(addr), timeout)
+        Router::new(
+            connector,
+            false,
+            vec![addr.clone()],
+            SlotMap::single(addr),
+            timeout,
+        )
     }
 
     /// A router for a cluster whose map is `map`.
@@ -372,7 +378,13 @@ fn retryable(e: &fred::error::Error) -> bool {
     matches!(
         e.kind(),
         K::Timeout | K::IO | K::Canceled | K::Cluster | K::Backpressure
-    ) || ["CLUSTERDOWN", "TRYAGAIN", "READONLY", "MASTERDOWN", "LOADING"]
-        .iter()
-        .any(|p| d.starts_with(p))
+    ) || [
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "READONLY",
+        "MASTERDOWN",
+        "LOADING",
+    ]
+    .iter()
+    .any(|p| d.starts_with(p))
 }

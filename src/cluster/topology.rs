@@ -139,8 +139,7 @@ impl SlotMap {
                 next.masters.len() - 1
             }
         };
-        if let (Some(o), Ok(i)) = (next.owners.get_mut(usize::from(slot)), u16::try_from(index))
-        {
+        if let (Some(o), Ok(i)) = (next.owners.get_mut(usize::from(slot)), u16::try_from(index)) {
             *o = i;
         }
         if !next.known.iter().any(|k| k == addr) {
