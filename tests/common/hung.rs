@@ -251,9 +251,12 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
         after.iter().map(|c| c.1).max().unwrap_or_default(),
         first_ok.map(|f| f - hung)
     );
+    // in the order they were granted
+    let mut ordered: Vec<&Result<(Instant, Instant, u64), String>> = grants.iter().collect();
+    ordered.sort_by_key(|g| g.as_ref().map(|g| g.0).ok());
     let mut previous = released_at;
     let mut lags = Vec::new();
-    for g in &grants {
+    for g in ordered {
         match g {
             Ok((at, rel, fence)) => {
                 lags.push(at.saturating_duration_since(previous));
