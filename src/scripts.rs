@@ -2,24 +2,42 @@
 //!
 //! This module is the state machine; [`RwLock`](crate::RwLock) and the guards wrap it
 //! in a safe API. Every script touches one key and its channel (one slot), reads the
-//! server's `TIME` (never a client clock), drops expired entries first, and leaves the
-//! key's TTL on the latest live deadline, so a lock whose holders all died disappears.
+//! server's `TIME` (never a client clock), and keeps the key's TTL on the latest deadline
+//! of its entries, so a lock whose holders all died disappears.
 //!
-//! # Hash layout
+//! # Hash layout (version 2)
 //!
-//! One hash per lock at `<prefix>:{<name>}`:
+//! One hash per lock at `<prefix>:{<name>}`. Summary fields, kept up to date by every
+//! script so that no operation reads the whole hash:
 //!
 //! | field | value | meaning |
 //! |---|---|---|
-//! | `mode` | `read` or `write` | current mode (absent when no one holds) |
-//! | `fence` | decimal | the last fence granted |
+//! | `v` | `2` | layout version: a hash without it, or with another, is refused (`Corrupt`) |
+//! | `f` | decimal | the last fence granted |
+//! | `n` | decimal | owners that hold (any mode) |
+//! | `w` | owner token | the owner that holds write (absent when none) |
+//! | `dl` | server ms | a lower bound of the earliest deadline of any entry: expired entries are looked for only once it has passed |
+//! | `du` | server ms | an upper bound of the latest deadline: the key's TTL |
+//! | `qh`, `qt` | decimal | the writer queue's head ticket and next ticket |
+//! | `rw` | server ms | readers wait (until then, unless they are told first): releases publish only when someone waits |
+//!
+//! Entries:
+//!
+//! | field | value | meaning |
+//! |---|---|---|
 //! | `o:<owner>` | `<deadline-ms> <hold> <hold> ...` | an owner's holds and its lease deadline (server ms) |
-//! | `q:<owner>` | `<seq-us> <deadline-ms> <hold id> <lease-ms>` | a queued writer: its place, the deadline of its intent, and the hold it is handed when its turn comes |
-//! | `rw` | `<deadline-ms>` | readers wait (until then, unless they are told first): releases publish only when someone waits |
+//! | `q:<owner>` | `<ticket> <deadline-ms> <hold id> <lease-ms>` | a queued writer: its place, the deadline of its intent, and the hold it is handed when its turn comes |
+//! | `t:<ticket>` | owner token | who holds that place in the queue |
 //!
 //! A hold is `<r|w><id>:<fence>`: its mode, the id the client gave it (unique per owner,
 //! so that a retried call never takes or gives back a second hold) and its fence.
-//! A hold of 100 readers costs about 70 bytes each (the hash stays a listpack).
+//!
+//! # Cost
+//! Every operation but [`RwLock::state`](crate::RwLock::state) touches O(1) fields: the
+//! summary (one `HMGET`), the caller's own entry, and the queue's head (tickets of
+//! writers that left are dropped as they reach the head, each once). Expired entries are
+//! removed by one scan of the hash when the earliest-deadline bound `dl` has passed:
+//! once per expiry, not per call. Renewing n owners costs n.
 //!
 //! # Rules
 //! - Write is granted when no one holds and no writer is queued ahead; read when no
@@ -48,7 +66,7 @@ use crate::error::{Error, Result};
 macro_rules! lua {
     ($file:literal) => {
         concat!(
-            include_str!("lua/prelude.lua"),
+            include_str!("lua/lib.lua"),
             "\n",
             include_str!(concat!("lua/", $file))
         )

@@ -83,20 +83,21 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let p = prefix("utf8");
     let client = client(cluster, &p).await;
     let lock = client.rwlock("bytes").unwrap();
-    // a well-formed hold of an owner whose name is not UTF-8, far in the future
+    // a well-formed write hold (layout 2: summary and entry) of an owner whose name is not
+    // UTF-8, far in the future
+    let owner = vec![0xff, 0xfe, 0x80];
     let mut field = b"o:".to_vec();
-    field.extend_from_slice(&[0xff, 0xfe, 0x80]);
-    let _: () = client
-        .redis()
-        .hset(
-            lock.key(),
-            (
-                Value::Bytes(field.into()),
-                Value::from("99999999999999 w1:5"),
-            ),
-        )
-        .await
-        .unwrap();
+    field.extend_from_slice(&owner);
+    let fields: Vec<(Value, Value)> = vec![
+        ("v".into(), "2".into()),
+        ("f".into(), "5".into()),
+        ("n".into(), "1".into()),
+        ("w".into(), Value::Bytes(owner.into())),
+        ("dl".into(), "99999999999999".into()),
+        ("du".into(), "99999999999999".into()),
+        (Value::Bytes(field.into()), "99999999999999 w1:5".into()),
+    ];
+    let _: () = client.redis().hset(lock.key(), fields).await.unwrap();
     // never granted against it, and the state is a typed error, not a panic
     assert!(lock.try_write().await.unwrap().is_none());
     assert!(lock.try_read().await.unwrap().is_none());

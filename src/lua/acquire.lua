@@ -1,4 +1,5 @@
--- acquire.lua: one attempt to take a read or write hold.
+-- acquire.lua: one attempt to take a read or write hold. O(1): reads the summary, this
+-- owner's entry and, when needed, the queue head.
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  'r' or 'w'
@@ -13,10 +14,14 @@
 --   {1, fence}    granted (fence as a decimal string)
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
 --   {-1}          write asked by an owner that holds only read: upgrade deadlock
---   {-3, type}, {-4, field}: see prelude
+--   {-3, type}, {-4, field}: see lib
 local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local mine = owners[owner]
+local bad = prune()
+if bad then return {-4, bad} end
+local mine = owner_entry(owner)
+if mine == false then return {-4, 'o:' .. owner} end
 if mine ~= nil then
+  -- a retry of a granted attempt, or a hold handed over while this writer was queued
   for _, h in ipairs(mine.holds) do
     if h[2] == id then return {1, h[3]} end
   end
@@ -25,40 +30,52 @@ end
 local granted = false
 if mode == 'w' then
   if mine ~= nil then
-    if writer() ~= owner then return {-1} end
+    if writer ~= owner then return {-1} end
     granted = true
-  elseif next(owners) == nil then
+  elseif held == 0 then
     local h = head()
     granted = (h == nil or h == owner)
   end
 else
   -- an owner that holds may always add a hold; others wait for writers, held or queued
-  granted = mine ~= nil or (writer() == nil and head() == nil)
+  granted = mine ~= nil or (writer == nil and head() == nil)
 end
 
 if granted then
-  local f = grant(owner, mode, id, lease)
+  if mode == 'w' then
+    local q = queued_entry(owner)
+    if q then dequeue(owner, q) end
+  end
+  local f = grant(owner, mine, mode, id, lease)
   finish(ARGV[6])
   return {1, f}
 end
 
-if mode == 'w' and ARGV[5] == '1' then
-  local q = queue[owner]
-  if q == nil then
-    q = {seq = now_us}
-    queue[owner] = q
+if ARGV[5] == '1' then
+  if mode == 'w' then
+    local q = queued_entry(owner)
+    if q == false then return {-4, 'q:' .. owner} end
+    if q == nil then
+      q = {ticket = qt}
+      redis.call('HSET', key, 't:' .. fmt(qt), owner)
+      qt = qt + 1
+    end
+    q.deadline, q.id, q.lease = now + lease, id, lease
+    redis.call('HSET', key, 'q:' .. owner, format_queued(q))
+    deadline_set(q.deadline)
+  else
+    if rw == nil or rw < now + lease then rw = now + lease end
+    deadline_set(rw)
   end
-  q.deadline, q.id, q.lease = now + lease, id, lease
-  touch('q:' .. owner)
-elseif ARGV[5] == '1' then
-  if readers_wait == nil or readers_wait < now + lease then readers_wait = now + lease end
 end
 finish(ARGV[6])
 -- finish() may have handed the free lock to this very writer (it was first in line)
-mine = owners[owner]
-if mine ~= nil then
-  for _, h in ipairs(mine.holds) do
-    if h[2] == id then return {1, h[3]} end
+if mode == 'w' and writer == owner then
+  local e = owner_entry(owner)
+  if e then
+    for _, h in ipairs(e.holds) do
+      if h[2] == id then return {1, h[3]} end
+    end
   end
 end
-return {0, wait_ms(owner, lease)}
+return {0, wait_ms(lease)}

@@ -1,5 +1,5 @@
 -- release.lua: gives back exactly one hold; idempotent. When the lock becomes free and
--- a writer is queued, the lock is handed to it in the same step.
+-- a writer is queued, the lock is handed to it in the same step. O(1).
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  owner token
@@ -8,8 +8,13 @@
 -- Returns
 --   {1}  released
 --   {0}  no such hold (released before, or its lease had run out)
---   {-3, type}, {-4, field}: see prelude
-local found = remove_hold(ARGV[1], ARGV[2])
+--   {-3, type}, {-4, field}: see lib
+local owner = ARGV[1]
+local bad = prune()
+if bad then return {-4, bad} end
+local mine = owner_entry(owner)
+if mine == false then return {-4, 'o:' .. owner} end
+local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
 finish(ARGV[3])
 if found then return {1} end
 return {0}

@@ -1,27 +1,45 @@
--- state.lua: the live state of a lock, for diagnostics (expired entries are dropped).
+-- state.lua: the live state of a lock, for diagnostics: O(n), the one script that reads
+-- the whole hash (expired entries are left out, and dropped).
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  publish command: 'spublish', 'publish', or ''
 -- Returns {2, fence or '', {owner, read holds, write holds, lease left ms, ...},
 --          {queued writer owners, first first}}
--- {-3, type}, {-4, field}: see prelude
-local held = {}
-for o, e in pairs(owners) do
-  local r, w = 0, 0
-  for _, h in ipairs(e.holds) do
-    if h[1] == 'w' then w = w + 1 else r = r + 1 end
+-- {-3, type}, {-4, field}: see lib
+local SUMMARY_FIELD = {}
+for _, name in ipairs(SUMMARY) do SUMMARY_FIELD[name] = true end
+local raw = redis.call('HGETALL', key)
+local holders, waiting = {}, {}
+for i = 1, #raw, 2 do
+  local f, v = raw[i], raw[i + 1]
+  local p = string.sub(f, 1, 2)
+  if p == 'o:' then
+    local e = parse_owner(v)
+    if e == nil then return {-4, f} end
+    if e.deadline > now then
+      local r, w = 0, 0
+      for _, h in ipairs(e.holds) do
+        if h[1] == 'w' then w = w + 1 else r = r + 1 end
+      end
+      holders[#holders + 1] = string.sub(f, 3)
+      holders[#holders + 1] = r
+      holders[#holders + 1] = w
+      holders[#holders + 1] = e.deadline - now
+    end
+  elseif p == 'q:' then
+    local q = parse_queued(v)
+    if q == nil then return {-4, f} end
+    if q.deadline > now then waiting[#waiting + 1] = {q.ticket, string.sub(f, 3)} end
+  elseif p ~= 't:' and SUMMARY_FIELD[f] == nil then
+    return {-4, f}
   end
-  held[#held + 1] = o
-  held[#held + 1] = r
-  held[#held + 1] = w
-  held[#held + 1] = e.deadline - now
 end
-local waiting = {}
-for o, q in pairs(queue) do waiting[#waiting + 1] = {q.seq, o} end
-table.sort(waiting, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+table.sort(waiting, function(a, b) return a[1] < b[1] end)
 local names = {}
 for _, q in ipairs(waiting) do names[#names + 1] = q[2] end
+local bad = prune()
+if bad then return {-4, bad} end
 finish(ARGV[1])
-local f = ''
-if fence ~= nil then f = fmt(fence) end
-return {2, f, held, names}
+local fe = ''
+if fence ~= nil then fe = fmt(fence) end
+return {2, fe, holders, names}

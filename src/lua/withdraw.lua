@@ -1,17 +1,19 @@
 -- withdraw.lua: an acquire gave up (timeout, cancelled): takes its writer out of the
 -- queue and gives back the hold it may have been handed meanwhile, in one step (two
--- steps could let a hand-off slip in between).
+-- steps could let a hand-off slip in between). O(1).
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  owner token
 -- ARGV[2]  publish command: 'spublish', 'publish', or ''
 -- ARGV[3]  hold id of the acquire
--- Returns {1}; {-3, type}, {-4, field}: see prelude
-local q = queue[ARGV[1]]
-if q ~= nil and q.id == ARGV[3] then
-  queue[ARGV[1]] = nil
-  drop('q:' .. ARGV[1])
-end
-remove_hold(ARGV[1], ARGV[3])
+-- Returns {1}; {-3, type}, {-4, field}: see lib
+local owner, id = ARGV[1], ARGV[3]
+local bad = prune()
+if bad then return {-4, bad} end
+local q = queued_entry(owner)
+if q and q.id == id then dequeue(owner, q) end
+local mine = owner_entry(owner)
+if mine == false then return {-4, 'o:' .. owner} end
+if mine ~= nil then remove_hold(owner, mine, id) end
 finish(ARGV[2])
 return {1}
