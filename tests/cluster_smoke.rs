@@ -1,10 +1,11 @@
-//! The test bed itself: a six-node cluster that routes keys, carries sharded pub/sub, and
-//! fails over when a master dies.
+//! The test bed itself: a six-node cluster that routes keys, carries sharded pub/sub, fails
+//! over when a master dies or is cut off by a partition, and takes the old master back as
+//! a replica once the partition heals.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::testkit::{Backend, NodeInfo, TestCluster};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
@@ -182,5 +183,137 @@ async fn failover_keeps_the_key_reachable_through_the_same_client() {
     eprintln!(
         "failover: first write after kill served {:?} after the kill",
         killed.elapsed()
+    );
+}
+
+/// A centralized client to one node.
+async fn node_client(node: &NodeInfo) -> Client {
+    let client = Builder::from_config(Config::from_url(&node.url).expect("url"))
+        .with_connection_config(|c| c.connection_timeout = Duration::from_secs(2))
+        .with_performance_config(|p| p.default_command_timeout = Duration::from_secs(5))
+        .build()
+        .expect("client config");
+    client.init().await.expect("node client connects");
+    client
+}
+
+/// Whether a new TCP connection to `port` is accepted within `within`.
+async fn accepts(port: u16, within: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(within, tokio::net::TcpStream::connect(("127.0.0.1", port))).await,
+        Ok(Ok(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_master_fails_over_and_rejoins_as_a_replica_when_healed() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    if cluster.backend() == Backend::External {
+        return; // no partitions on a cluster we did not start
+    }
+    let client = client(&cluster).await;
+    let key = "smoke:{partition}:counter";
+    let _: () = client.set(key, 41, None, None, false).await.expect("SET");
+    let slot = keyslot(&client, key).await;
+    let master = cluster.master_for_slot(slot).await.expect("master");
+    let replica = cluster.replica_of(master.index).await.expect("replica");
+    let wait = CustomCommand::new_static("WAIT", ClusterHash::Custom(slot), false);
+    let acked: i64 = client.custom(wait, vec![1, 2000]).await.expect("WAIT");
+    assert_eq!(acked, 1);
+    client.quit().await.ok();
+    assert!(accepts(master.port, Duration::from_secs(1)).await);
+
+    cluster
+        .partition(master.index)
+        .await
+        .expect("partition (needs iptables and root)");
+    let cut = Instant::now();
+    let rules = cluster.partition_rules().await.expect("iptables -S");
+    assert_eq!(rules.len(), 3, "three rules for one node: {rules:?}");
+    for port in [master.port, master.port + 10000] {
+        assert!(
+            rules
+                .iter()
+                .any(|r| r.starts_with("-A INPUT -i lo") && r.contains(&format!("--dport {port} "))),
+            "a rule drops what is sent to {port}: {rules:?}"
+        );
+    }
+    assert!(
+        !accepts(master.port, Duration::from_millis(500)).await,
+        "a new connection to the partitioned node hangs"
+    );
+
+    let took = cluster
+        .wait_for_failover(Duration::from_secs(30))
+        .await
+        .expect("failover");
+    let promoted = cluster.master_for_slot(slot).await.expect("new master");
+    assert_eq!(
+        promoted.port, replica.port,
+        "the old master's replica took over slot {slot}"
+    );
+    eprintln!(
+        "partition: slot {slot} moved from {} to {} {:?} after the cut (waited {took:?})",
+        master.port,
+        promoted.port,
+        cut.elapsed()
+    );
+    let v: i64 = node_client(&promoted)
+        .await
+        .incr(key)
+        .await
+        .expect("INCR on the promoted replica");
+    assert_eq!(v, 42);
+
+    cluster.heal(master.index).await.expect("heal");
+    let healed = Instant::now();
+    let left = cluster.partition_rules().await.expect("iptables -S");
+    assert!(left.is_empty(), "heal removes the rules: {left:?}");
+    assert!(accepts(master.port, Duration::from_secs(1)).await);
+
+    // the old master learns it was replaced and follows the node that replaced it
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match cluster.replica_of(promoted.index).await {
+            Ok(r) if r.port == master.port => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the old master {} did not rejoin as a replica of {}: {other:?}",
+                master.port,
+                promoted.port
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .expect("six healthy nodes again");
+    let old = node_client(&master).await;
+    let role: Value = old
+        .custom(
+            CustomCommand::new_static("ROLE", ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .expect("ROLE");
+    let Value::Array(role) = role else {
+        panic!("ROLE: {role:?}")
+    };
+    assert!(
+        matches!(role[0].as_str().as_deref(), Some("slave" | "replica")),
+        "the old master is a replica: ROLE {role:?}"
+    );
+    assert_eq!(
+        role[2].as_i64(),
+        Some(i64::from(promoted.port)),
+        "of the promoted node: ROLE {role:?}"
+    );
+    old.quit().await.ok();
+    eprintln!(
+        "partition: {} follows {} {:?} after the heal",
+        master.port,
+        promoted.port,
+        healed.elapsed()
     );
 }
