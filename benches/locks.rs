@@ -2,6 +2,8 @@
 //! fairness, footprint. Run with `cargo bench` (starts the test bed's cluster) or
 //! `cargo bench --bench locks -- --url redis://host:port`.
 //!
+//! B6 (scale: cost as the number of readers of one lock grows) is in `locks/scale.rs`.
+//!
 //! Options: `--only B1,B3` runs a subset; `BENCH_SECONDS=n` shortens every timed run to
 //! n seconds and scales the counts down (a smoke run). Prints one JSON line per result,
 //! then a Markdown table, and writes `target/bench/handoff.png`.
@@ -16,6 +18,9 @@ use cluster_rwlock::testkit::{rss_kib, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
+
+#[path = "locks/scale.rs"]
+mod scale;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -770,6 +775,9 @@ async fn run() -> Result<(), BoxError> {
     }
     if wants("B5") {
         b5(&mut b).await?;
+    }
+    if wants("B6") {
+        scale::b6(&mut b).await?;
     }
     println!("\n| bench | metric | value | target |\n|---|---|---|---|");
     for (bench, metric, value, target) in &b.rows {

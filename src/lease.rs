@@ -231,6 +231,9 @@ async fn renew_all(
         .collect()
 }
 
+/// Owners of one lock renewed by one script call, at most.
+const RENEW_CHUNK: usize = 500;
+
 /// One renewal round over every held lock.
 async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
     let keeper = &inner.keeper;
@@ -244,16 +247,22 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
                 .1
                 .push((owner.clone(), e.holds.keys().copied().collect()));
         }
-        by_key
-            .into_iter()
-            .map(|(k, (c, o))| (k.to_string(), c, o))
-            .collect()
+        // at most RENEW_CHUNK owners per script call: none holds the server for long
+        let mut out = Vec::new();
+        for (k, (c, owners)) in by_key {
+            for chunk in owners.chunks(RENEW_CHUNK) {
+                out.push((k.to_string(), c.clone(), chunk.to_vec()));
+            }
+        }
+        out
     };
     if !snapshot.is_empty() {
         keeper.rounds.fetch_add(1, Ordering::Relaxed);
+        let locks: std::collections::HashSet<&str> =
+            snapshot.iter().map(|(k, _, _)| k.as_str()).collect();
         keeper
             .renewals
-            .fetch_add(snapshot.len() as u64, Ordering::Relaxed);
+            .fetch_add(locks.len() as u64, Ordering::Relaxed);
         let items: Vec<RenewItem> = snapshot
             .iter()
             .map(|(key, channel, owners)| RenewItem {

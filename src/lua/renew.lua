@@ -1,5 +1,7 @@
 -- renew.lua: extends the leases of several owners of one lock in one call: O(1) per
--- owner (its own entry), so renewing n owners costs n, not n squared.
+-- owner (its own entry, read in one HMGET and written in one HSET), so renewing n owners
+-- costs n, not n squared. The client sends at most a few hundred owners per call, so
+-- that no call holds the server for long.
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  lease in ms
@@ -11,20 +13,36 @@
 local lease = tonumber(ARGV[1])
 local bad = prune()
 if bad then return {-4, bad} end
+local fields = {}
+for i = 3, #ARGV do fields[#fields + 1] = 'o:' .. ARGV[i] end
 local out = {}
-for i = 3, #ARGV do
-  local o = ARGV[i]
-  local e = owner_entry(o)
-  if e == false then return {-4, 'o:' .. o} end
-  if e == nil then
-    out[#out + 1] = ''
-  else
-    e.deadline = now + lease
-    redis.call('HSET', key, 'o:' .. o, format_owner(e))
-    deadline_set(e.deadline)
-    local ids = {}
-    for _, h in ipairs(e.holds) do ids[#ids + 1] = h[2] end
-    out[#out + 1] = table.concat(ids, ' ')
+if #fields > 0 then
+  local values = redis.call('HMGET', key, unpack(fields))
+  local entries = {}
+  for i, v in ipairs(values) do
+    if v then
+      local e = parse_owner(v)
+      if e == nil then return {-4, fields[i]} end
+      entries[i] = e
+    end
+  end
+  local set = {}
+  for i = 1, #fields do
+    local e = entries[i]
+    if e == nil then
+      out[i] = ''
+    else
+      e.deadline = now + lease
+      set[#set + 1] = fields[i]
+      set[#set + 1] = format_owner(e)
+      local ids = {}
+      for _, h in ipairs(e.holds) do ids[#ids + 1] = h[2] end
+      out[i] = table.concat(ids, ' ')
+    end
+  end
+  if #set > 0 then
+    redis.call('HSET', key, unpack(set))
+    deadline_set(now + lease)
   end
 end
 finish(ARGV[2])
