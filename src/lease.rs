@@ -227,7 +227,7 @@ async fn renew_all(
         out[i] = Some(reply);
     }
     out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Closed)))
+        .map(|r| r.unwrap_or(Err(crate::error::Error::Closed)))
         .collect()
 }
 

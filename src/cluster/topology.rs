@@ -37,7 +37,7 @@ pub(crate) fn parse_nodes(text: &str, asked: &str) -> Option<Vec<NodeLine>> {
             continue;
         }
         let flags: Vec<&str> = fields[2].split(',').collect();
-        if flags.iter().any(|f| *f == "handshake") {
+        if flags.contains(&"handshake") {
             continue;
         }
         let Ok(epoch) = fields[6].parse::<u64>() else {
