@@ -582,22 +582,13 @@ impl RwLock {
         Ok(hold)
     }
 
-    /// One attempt (`wait`: the caller waits if it fails), run as a task of its own: if the caller goes away after the grant
-    /// landed, the hold is released instead of leaking.
+    /// One attempt (`queue`: the caller waits if it fails). Cancel safety comes from the
+    /// caller's armed [`Leftovers`]: if this future is dropped after the command was
+    /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
+    /// so a grant that lands for a caller who is gone is released at once (and a queued
+    /// writer leaves the queue); a hold made here releases itself when dropped.
     async fn attempt(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let lock = self.clone();
-        self.inner.runtime.spawn(async move {
-            let result = lock.attempt_here(mode, id, queue).await;
-            // a dropped receiver drops the hold, which releases it; a writer that queued
-            // for a caller who is gone leaves the queue
-            if let Err(Ok(Outcome::Busy(_))) = tx.send(result) {
-                if queue && mode == Mode::Write {
-                    lock.abandon(id, true).await;
-                }
-            }
-        });
-        rx.await.map_err(|_| Error::Closed)?
+        self.attempt_here(mode, id, queue).await
     }
 
     async fn attempt_here(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
