@@ -7,19 +7,13 @@
 //!
 //! # Hash layout (version 2)
 //!
-//! One hash per lock at `<prefix>:{<name>}`. Summary fields, kept up to date by every
-//! script so that no operation reads the whole hash:
+//! One hash per lock at `<prefix>:{<name>}`. A summary, kept up to date by every script
+//! so that no operation reads the whole hash:
 //!
 //! | field | value | meaning |
 //! |---|---|---|
-//! | `v` | `2` | layout version: a hash without it, or with another, is refused (`Corrupt`) |
-//! | `f` | decimal | the last fence granted |
-//! | `n` | decimal | owners that hold (any mode) |
+//! | `s` | `2 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `2` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any entry (expired entries are looked for only once it has passed); an upper bound of the latest (the key's TTL); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
-//! | `dl` | server ms | a lower bound of the earliest deadline of any entry: expired entries are looked for only once it has passed |
-//! | `du` | server ms | an upper bound of the latest deadline: the key's TTL |
-//! | `qh`, `qt` | decimal | the writer queue's head ticket and next ticket |
-//! | `rw` | server ms | readers wait (until then, unless they are told first): releases publish only when someone waits |
 //!
 //! Entries:
 //!
@@ -63,9 +57,14 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use crate::error::{Error, Result};
 
+/// A script: the line that tells the head where the caller's owner token is (`ARGV`
+/// index, 0 for none), the shared head, then the script's own file.
 macro_rules! lua {
-    ($file:literal) => {
+    ($file:literal, $owner_arg:literal) => {
         concat!(
+            "local OWNER_ARG = ",
+            $owner_arg,
+            "\n",
             include_str!("lua/lib.lua"),
             "\n",
             include_str!(concat!("lua/", $file))
@@ -137,12 +136,12 @@ pub(crate) struct Target<'a> {
 impl Scripts {
     pub fn new() -> Scripts {
         Scripts {
-            acquire: Script::from_lua(lua!("acquire.lua")),
-            release: Script::from_lua(lua!("release.lua")),
-            downgrade: Script::from_lua(lua!("downgrade.lua")),
-            renew: Script::from_lua(lua!("renew.lua")),
-            withdraw: Script::from_lua(lua!("withdraw.lua")),
-            state: Script::from_lua(lua!("state.lua")),
+            acquire: Script::from_lua(lua!("acquire.lua", 2)),
+            release: Script::from_lua(lua!("release.lua", 1)),
+            downgrade: Script::from_lua(lua!("downgrade.lua", 1)),
+            renew: Script::from_lua(lua!("renew.lua", 0)),
+            withdraw: Script::from_lua(lua!("withdraw.lua", 1)),
+            state: Script::from_lua(lua!("state.lua", 0)),
         }
     }
 

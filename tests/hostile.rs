@@ -89,12 +89,8 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let mut field = b"o:".to_vec();
     field.extend_from_slice(&owner);
     let fields: Vec<(Value, Value)> = vec![
-        ("v".into(), "2".into()),
-        ("f".into(), "5".into()),
-        ("n".into(), "1".into()),
+        ("s".into(), "2 5 1 99999999999999 99999999999999 0 0 -".into()),
         ("w".into(), Value::Bytes(owner.into())),
-        ("dl".into(), "99999999999999".into()),
-        ("du".into(), "99999999999999".into()),
         (Value::Bytes(field.into()), "99999999999999 w1:5".into()),
     ];
     let _: () = client.redis().hset(lock.key(), fields).await.unwrap();

@@ -57,11 +57,11 @@ if ARGV[5] == '1' then
     if q == false then return {-4, 'q:' .. owner} end
     if q == nil then
       q = {ticket = qt}
-      redis.call('HSET', key, 't:' .. fmt(qt), owner)
+      put('t:' .. fmt(qt), owner)
       qt = qt + 1
     end
     q.deadline, q.id, q.lease = now + lease, id, lease
-    redis.call('HSET', key, 'q:' .. owner, format_queued(q))
+    put('q:' .. owner, format_queued(q))
     deadline_set(q.deadline)
   else
     if rw == nil or rw < now + lease then rw = now + lease end

@@ -1,6 +1,8 @@
--- lib.lua: the head of every lock script (prepended at compile time). It reads the
--- lock's summary fields in ONE HMGET (never the whole hash) and defines the helpers the
--- scripts share; a helper costs nothing unless a script calls it.
+-- lib.lua: the head of every lock script (prepended at compile time, after a line that
+-- sets OWNER_ARG: the ARGV index of the caller's owner token, or 0). It reads the lock's
+-- summary fields and the caller's own entries in ONE HMGET (never the whole hash),
+-- buffers every write, and sends them in one HSET (and one HDEL) at the end; the helpers
+-- cost nothing unless a script calls them.
 --
 -- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: see the `scripts` module docs)
 -- KEYS[2]  its release channel, <prefix>:{<name>}:released (same slot)
@@ -11,29 +13,54 @@
 --                touched: every field a script reads is checked before it writes)
 local key = KEYS[1]
 local LAYOUT = '2'
-local S = redis.pcall('HMGET', key, 'v', 'f', 'n', 'w', 'dl', 'du', 'qh', 'qt', 'rw')
+local OWNER = OWNER_ARG > 0 and ARGV[OWNER_ARG] or nil
+local S
+if OWNER then
+  S = redis.pcall('HMGET', key, 's', 'w', 'o:' .. OWNER, 'q:' .. OWNER)
+else
+  S = redis.pcall('HMGET', key, 's', 'w')
+end
 if S['err'] ~= nil then
   return {-3, redis.call('TYPE', key)['ok']}
 end
-if S[1] == false then
-  -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
-  if redis.call('EXISTS', key) == 1 then return {-4, 'v'} end
-elseif S[1] ~= LAYOUT then
-  return {-4, 'v'}
-end
-local SUMMARY = {'v', 'f', 'n', 'w', 'dl', 'du', 'qh', 'qt', 'rw'}
-for i = 2, 9 do
-  if i ~= 4 and S[i] ~= false and tonumber(S[i]) == nil then return {-4, SUMMARY[i]} end
-end
-local existed = S[1] ~= false
--- the summary, kept up to date by every script:
+-- The summary, kept up to date by every script, in one field 's':
+--   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>' ('-' for none), and 'w':
 --   fence  the last fence granted          held    owners that hold (any mode)
---   writer the owner that holds write      dl, du  bounds of the earliest and latest
---   qh, qt queue head ticket, next ticket          deadline of any entry (server ms)
---   rw     readers wait until then
-local fence, held, writer = tonumber(S[2]), tonumber(S[3]) or 0, S[4] or nil
-local dl, du, qh, qt, rw = tonumber(S[5]), tonumber(S[6]) or 0, tonumber(S[7]) or 0, tonumber(S[8]) or 0, tonumber(S[9])
-local before = {fence = fence, held = held, writer = writer, dl = dl, du = du, qh = qh, qt = qt, rw = rw}
+--   dl, du bounds of the earliest and latest deadline of any entry (server ms)
+--   qh, qt queue head ticket, next ticket  rw      readers wait until then
+--   writer ('w') the owner that holds write
+local existed = S[1] ~= false
+local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
+if not existed then
+  -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
+  if S[2] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
+else
+  local lv, f, n, a, b, h, q, r = string.match(S[1], '^(%d+) ([%d-]+) (%d+) ([%d-]+) (%d+) (%d+) (%d+) ([%d-]+)$')
+  if lv ~= LAYOUT then return {-4, 's'} end
+  fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
+  qh, qt, rw = tonumber(h), tonumber(q), tonumber(r)
+end
+local writer = S[2] or nil
+local before_s, before_writer, before_du = S[1], writer, du
+
+-- fields read so far (false: absent), and the writes not sent yet (false: delete)
+local cache, W = {}, {}
+if OWNER then
+  cache['o:' .. OWNER] = S[3]
+  cache['q:' .. OWNER] = S[4]
+end
+local function get(f)
+  local w = W[f]
+  if w ~= nil then return w end
+  local c = cache[f]
+  if c == nil then
+    c = redis.call('HGET', key, f)
+    cache[f] = c
+  end
+  return c
+end
+local function put(f, v) W[f] = v end
+local function del(f) W[f] = false end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -82,7 +109,7 @@ end
 
 -- the queue entry of owner `o`: nil when it is not queued, false when malformed
 local function queued_entry(o)
-  local v = redis.call('HGET', key, 'q:' .. o)
+  local v = get('q:' .. o)
   if not v then return nil end
   return parse_queued(v) or false
 end
@@ -132,7 +159,10 @@ local function prune()
   if rw ~= nil then
     if rw <= now then rw = nil else deadline_set(rw) end
   end
-  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  if #gone > 0 then
+    redis.call('HDEL', key, unpack(gone))
+    for _, f in ipairs(gone) do cache[f] = false end
+  end
   return nil
 end
 
@@ -140,13 +170,13 @@ end
 -- that left are dropped as they come to the head (each once: amortised O(1)).
 local function head()
   while qh < qt do
-    local o = redis.call('HGET', key, 't:' .. fmt(qh))
+    local o = get('t:' .. fmt(qh))
     if o then
       local q = queued_entry(o)
       if q and q.ticket == qh and q.deadline > now then return o, q end
-      if q and q.ticket == qh then redis.call('HDEL', key, 'q:' .. o) end
+      if q and q.ticket == qh then del('q:' .. o) end
     end
-    redis.call('HDEL', key, 't:' .. fmt(qh))
+    del('t:' .. fmt(qh))
     qh = qh + 1
   end
   return nil, nil
@@ -154,7 +184,8 @@ end
 
 -- takes writer `o` out of the queue
 local function dequeue(o, q)
-  redis.call('HDEL', key, 'q:' .. o, 't:' .. fmt(q.ticket))
+  del('q:' .. o)
+  del('t:' .. fmt(q.ticket))
   if q.ticket == qh then qh = qh + 1 end
 end
 
@@ -178,7 +209,7 @@ local function grant(o, e, m, id, lease)
   e.holds[#e.holds + 1] = {m, id, f}
   if now + lease > e.deadline then e.deadline = now + lease end
   if m == 'w' then writer = o end
-  redis.call('HSET', key, 'o:' .. o, format_owner(e))
+  put('o:' .. o, format_owner(e))
   deadline_set(e.deadline)
   return f
 end
@@ -189,11 +220,11 @@ local function remove_hold(o, e, id)
     if h[2] == id then
       table.remove(e.holds, i)
       if #e.holds == 0 then
-        redis.call('HDEL', key, 'o:' .. o)
+        del('o:' .. o)
         held = held - 1
         if writer == o then writer = nil end
       else
-        redis.call('HSET', key, 'o:' .. o, format_owner(e))
+        put('o:' .. o, format_owner(e))
         if writer == o and not has_write(e) then writer = nil end
       end
       return true
@@ -204,7 +235,7 @@ end
 
 -- the entry of owner `o`: nil when it holds nothing, false when malformed
 local function owner_entry(o)
-  local v = redis.call('HGET', key, 'o:' .. o)
+  local v = get('o:' .. o)
   if not v then return nil end
   return parse_owner(v) or false
 end
@@ -235,29 +266,30 @@ local function finish(publish)
   end
   if held == 0 and qh >= qt and rw == nil then
     -- nothing left: the key goes (a fence taken later is at least server time)
-    if existed or redis.call('EXISTS', key) == 1 then redis.call('DEL', key) end
+    if existed then redis.call('DEL', key) end
   else
-    local set, del = {}, {}
-    if not existed then set[#set + 1] = 'v'; set[#set + 1] = LAYOUT end
-    local now_vals = {f = fence, n = held, dl = dl, du = du, qh = qh, qt = qt, rw = rw}
-    for _, name in ipairs({'f', 'n', 'dl', 'du', 'qh', 'qt', 'rw'}) do
-      local was = before[({f = 'fence', n = 'held', dl = 'dl', du = 'du', qh = 'qh', qt = 'qt', rw = 'rw'})[name]]
-      local is = now_vals[name]
-      if is ~= was or not existed then
-        if is == nil then
-          del[#del + 1] = name
-        else
-          set[#set + 1] = name
-          set[#set + 1] = fmt(is)
-        end
+    local set, dels = {}, {}
+    for f, v in pairs(W) do
+      if v then
+        set[#set + 1] = f
+        set[#set + 1] = v
+      else
+        dels[#dels + 1] = f
       end
     end
-    if writer ~= before.writer or (not existed and writer ~= nil) then
-      if writer == nil then del[#del + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = writer end
+    local function opt(n) if n == nil then return '-' end return fmt(n) end
+    local summary = LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
+      .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
+    if summary ~= before_s then
+      set[#set + 1] = 's'
+      set[#set + 1] = summary
     end
-    if #del > 0 and existed then redis.call('HDEL', key, unpack(del)) end
+    if writer ~= before_writer then
+      if writer == nil then dels[#dels + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = writer end
+    end
+    if #dels > 0 and existed then redis.call('HDEL', key, unpack(dels)) end
     if #set > 0 then redis.call('HSET', key, unpack(set)) end
-    if du > before.du or not existed then
+    if du > before_du or not existed then
       redis.call('PEXPIRE', key, math.max(du - now, 1))
     end
   end

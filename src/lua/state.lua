@@ -6,8 +6,7 @@
 -- Returns {2, fence or '', {owner, read holds, write holds, lease left ms, ...},
 --          {queued writer owners, first first}}
 -- {-3, type}, {-4, field}: see lib
-local SUMMARY_FIELD = {}
-for _, name in ipairs(SUMMARY) do SUMMARY_FIELD[name] = true end
+local SUMMARY_FIELD = {s = true, w = true}
 local raw = redis.call('HGETALL', key)
 local holders, waiting = {}, {}
 for i = 1, #raw, 2 do
