@@ -113,6 +113,7 @@ impl std::fmt::Debug for LockClient {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ClientStats {
     /// Acquire attempts (acquire script executions).
     pub attempts: u64,

@@ -166,6 +166,7 @@ macro_rules! guard_common {
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
+#[must_use = "if unused the lock is released at once (in the background)"]
 pub struct ReadGuard {
     pub(crate) hold: Hold,
 }
@@ -185,6 +186,7 @@ impl ReadGuard {
 /// read.release().await?;
 /// # Ok(()) }
 /// ```
+#[must_use = "if unused the lock is released at once (in the background)"]
 pub struct WriteGuard {
     pub(crate) hold: Hold,
 }

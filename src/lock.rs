@@ -64,6 +64,7 @@ impl std::fmt::Debug for RwLock {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Holder {
     /// The owner token.
     pub owner: String,
@@ -88,6 +89,7 @@ pub struct Holder {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LockState {
     /// `None` when no one holds the lock.
     pub mode: Option<Mode>,
