@@ -204,7 +204,8 @@ impl LockClient {
     /// contend; clones of one `RwLock` share its owner.
     ///
     /// Fails with [`Error::InvalidName`] when the name is empty, longer than 1,024 bytes,
-    /// or starts with `}`.
+    /// or starts with `}` without a hashtag of its own. A name with a non-empty `{tag}`
+    /// keeps it: the lock lands in the tag's slot (see [`keys`](crate::keys)).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {

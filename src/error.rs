@@ -17,8 +17,8 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The lock name is empty, longer than 1,024 bytes, or starts with `}` (which would
-    /// leave the key without a hashtag).
+    /// The lock name is empty, longer than 1,024 bytes, or starts with `}` without a
+    /// hashtag of its own (which would leave the key without a hashtag).
     #[error("invalid lock name: {0}")]
     InvalidName(String),
     /// The configuration cannot work (a prefix with braces, a zero lease, a bad URL, ...).

@@ -3,6 +3,17 @@
 //! A lock named `orders:42` with prefix `rwlock` is the hash `rwlock:{orders:42}`; its
 //! release channel is `rwlock:{orders:42}:released`. Both hash by the same tag, so they
 //! live in one slot and one script may touch both.
+//!
+//! A name that carries its own non-empty hashtag by Redis's rule (the text between the
+//! first `{` and the next `}`) keeps it: `orders:{42}` is the hash `rwlock:orders:{42}`,
+//! which lands in the slot of `{42}`, with the application's own `orders:{42}:*` keys.
+//!
+//! ```
+//! use cluster_rwlock::slot::key_slot;
+//! assert_eq!(cluster_rwlock::keys::lock_key("rwlock", "orders:42"), "rwlock:{orders:42}");
+//! assert_eq!(cluster_rwlock::keys::lock_key("rwlock", "orders:{42}"), "rwlock:orders:{42}");
+//! assert_eq!(key_slot(b"rwlock:orders:{42}"), key_slot(b"orders:{42}:items"));
+//! ```
 
 use crate::error::{Error, Result};
 
@@ -37,7 +48,7 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             name.len()
         )));
     }
-    if name.starts_with('}') {
+    if name.starts_with('}') && !has_own_tag(name) {
         // `{}` is an empty hashtag: the key and its channel would hash apart
         return Err(Error::InvalidName(format!(
             "the name {name:?} starts with '}}'"
@@ -46,12 +57,71 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The hash key of lock `name`.
-pub(crate) fn lock_key(prefix: &str, name: &str) -> String {
-    format!("{prefix}:{{{name}}}")
+/// The hash key of lock `name`: `<prefix>:{<name>}`, or `<prefix>:<name>` when the name
+/// has a non-empty hashtag of its own (then the key hashes on that tag).
+///
+/// ```
+/// assert_eq!(cluster_rwlock::keys::lock_key("locks", "a{b}c"), "locks:a{b}c");
+/// assert_eq!(cluster_rwlock::keys::lock_key("locks", "a{}b"), "locks:{a{}b}");
+/// ```
+pub fn lock_key(prefix: &str, name: &str) -> String {
+    if has_own_tag(name) {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Whether `name` carries a non-empty hashtag by Redis's rule.
+fn has_own_tag(name: &str) -> bool {
+    crate::slot::hashtag(name.as_bytes()).len() != name.len()
 }
 
 /// The release channel of the lock whose key is `key`.
 pub(crate) fn channel(key: &str) -> String {
     format!("{key}:released")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::key_slot;
+
+    #[test]
+    fn tagged_names_hash_on_their_tag() {
+        for (name, tag) in [
+            ("orders:{42}", "42"),
+            ("{user1}.x", "user1"),
+            ("a{b}{c}", "b"),
+            ("{{}}", "{"),
+        ] {
+            let key = lock_key("rwlock", name);
+            assert_eq!(key_slot(key.as_bytes()), key_slot(tag.as_bytes()), "{name}");
+            assert_eq!(key_slot(channel(&key).as_bytes()), key_slot(key.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn untagged_names_are_wrapped() {
+        for name in ["orders:42", "a{}b", "{}", "a{", "x}y"] {
+            let key = lock_key("rwlock", name);
+            assert_eq!(key, format!("rwlock:{{{name}}}"));
+            assert_eq!(
+                key_slot(channel(&key).as_bytes()),
+                key_slot(key.as_bytes()),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("").is_err());
+        assert!(check_name("}x").is_err());
+        assert!(check_name("}{tag}").is_ok());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(check_prefix("a{b").is_err());
+        assert!(check_prefix("").is_err());
+        assert!(check_prefix("locks").is_ok());
+    }
 }

@@ -153,7 +153,10 @@ impl RwLock {
         &self.name
     }
 
-    /// The hash key that holds the lock's state: `<prefix>:{<name>}`.
+    /// The hash key that holds the lock's state: `<prefix>:{<name>}`, or `<prefix>:<name>`
+    /// when the name has a non-empty hashtag of its own (`orders:{42}` becomes
+    /// `rwlock:orders:{42}`, in the slot of `{42}`, with the application's `orders:{42}:*`
+    /// keys).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {

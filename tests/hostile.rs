@@ -89,7 +89,10 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let mut field = b"o:".to_vec();
     field.extend_from_slice(&owner);
     let fields: Vec<(Value, Value)> = vec![
-        ("s".into(), "2 5 1 99999999999999 99999999999999 0 0 -".into()),
+        (
+            "s".into(),
+            "2 5 1 99999999999999 99999999999999 0 0 -".into(),
+        ),
         ("w".into(), Value::Bytes(owner.into())),
         (Value::Bytes(field.into()), "99999999999999 w1:5".into()),
     ];

@@ -481,3 +481,38 @@ async fn notifications_off_still_waits_and_wakes() {
     assert!(wf > f);
     assert_no_keys(cluster, &p).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tagged_names_land_in_their_tags_slot() {
+    let cluster = cluster().await;
+    let p = prefix("tagged");
+    let client = client(cluster, &p).await;
+    for (name, user_key) in [
+        ("orders:{42}", "orders:{42}:items"),
+        ("{user:7}:profile", "{user:7}:sessions"),
+        ("x{a}y{b}", "{a}"),
+        ("queue-{jobs}", "stats:{jobs}"),
+    ] {
+        let lock = client.rwlock(name).unwrap();
+        assert_eq!(lock.key(), format!("{p}:{name}"));
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let server: u16 = client
+            .redis()
+            .custom(cmd, vec!["KEYSLOT", user_key])
+            .await
+            .expect("KEYSLOT");
+        assert_eq!(lock.slot(), server, "{name} lands with {user_key}");
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let key_slot: u16 = client
+            .redis()
+            .custom(cmd, vec!["KEYSLOT", lock.key()])
+            .await
+            .expect("KEYSLOT");
+        assert_eq!(lock.slot(), key_slot);
+        let g = lock.write().await.expect("write");
+        let other = client.rwlock(name).unwrap();
+        assert!(other.try_read().await.unwrap().is_none(), "{name} excludes");
+        g.release().await.unwrap();
+    }
+    assert_no_keys(cluster, &p).await;
+}
