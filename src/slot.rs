@@ -41,9 +41,11 @@ pub fn hashtag(key: &[u8]) -> &[u8] {
 }
 
 /// One range of a `CLUSTER SLOTS` reply: first slot, last slot, master host, master port.
+#[cfg(feature = "testkit")]
 pub(crate) type SlotRange = (u16, u16, String, u16);
 
 /// The ranges of a `CLUSTER SLOTS` reply, sorted; `None` when the reply is not one.
+#[cfg(feature = "testkit")]
 pub(crate) fn parse_cluster_slots(reply: fred::prelude::Value) -> Option<Vec<SlotRange>> {
     use fred::prelude::Value;
     let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());

@@ -207,25 +207,26 @@ impl Cluster {
             return;
         }
         let current = self.router.routes();
-        let mut views = if all {
-            node_views(&self.router, &known).await
-        } else {
-            *turn = turn.wrapping_add(1);
-            let one = &known[*turn % known.len()];
-            node_views(&self.router, std::slice::from_ref(one)).await
-        };
         if !all {
-            let differs = topology::merge(&views).is_none_or(|m| m != current.map);
-            if !differs {
-                if let Some(n) = &self.notifier {
-                    n.follow(&current);
+            // one master in turn (a replica or a dead node that views still list would
+            // keep the watch on alert for nothing)
+            let masters = current.map.masters();
+            if !masters.is_empty() {
+                *turn = turn.wrapping_add(1);
+                let one = &masters[*turn % masters.len()];
+                let views = node_views(&self.router, std::slice::from_ref(one)).await;
+                let same = topology::merge(&views).is_some_and(|m| m.same_owners(&current.map));
+                if same {
+                    if let Some(n) = &self.notifier {
+                        n.follow(&current);
+                    }
+                    return;
                 }
-                return;
             }
-            // one node saw a change (or did not answer): hear them all before acting
+            // a master saw a change, or did not answer: hear them all before acting
             self.router.raise_alarm();
-            views = node_views(&self.router, &known).await;
         }
+        let views = node_views(&self.router, &known).await;
         let Some(map) = topology::merge(&views) else {
             self.router.raise_alarm();
             return;
@@ -236,6 +237,7 @@ impl Cluster {
             }
             return;
         }
+        let moved = !map.same_owners(&current.map);
         let Ok(routes) = self.router.prepare(map) else {
             return;
         };
@@ -245,7 +247,10 @@ impl Cluster {
             let _ = tokio::time::timeout(FOLLOW_WAIT, futures_util::future::join_all(tasks)).await;
         }
         self.router.commit(routes);
-        self.router.raise_alarm();
+        if moved {
+            // more may follow (the other masters' failovers, a migration's next slots)
+            self.router.raise_alarm();
+        }
     }
 }
 

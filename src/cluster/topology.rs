@@ -129,6 +129,11 @@ impl SlotMap {
         !self.owners.contains(&NONE)
     }
 
+    /// Whether both maps send every slot to the same node (the list of known nodes aside).
+    pub fn same_owners(&self, other: &SlotMap) -> bool {
+        self.masters == other.masters && self.owners == other.owners
+    }
+
     /// The same map with `slot` served by `addr` (a `MOVED` reply says so).
     pub fn redirected(&self, slot: u16, addr: &str) -> SlotMap {
         let mut next = self.clone();
