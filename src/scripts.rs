@@ -359,7 +359,7 @@ pub(crate) struct RawState {
     pub queued: Vec<String>,
 }
 
-/// The reply as a list, with the prelude's error codes turned into errors.
+/// The reply as a list, with the scripts' error codes (see `lua/lib.lua`) turned into errors.
 fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
     let Value::Array(parts) = reply else {
         return Err(Error::Protocol(format!("expected a list, got {reply:?}")));
