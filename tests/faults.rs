@@ -449,8 +449,8 @@ async fn fenced_resource_through_two_failovers() {
     }
 }
 
-/// How long the hung master stays hung (`HUNG_SECONDS`, default 20 s; the issue's
-/// scenario ran minutes: `HUNG_SECONDS=300`).
+/// How long the hung master stays hung (`HUNG_SECONDS`, default 20 s; for minutes:
+/// `HUNG_SECONDS=300`).
 fn hung_for() -> Duration {
     let secs = std::env::var("HUNG_SECONDS")
         .ok()
