@@ -593,10 +593,6 @@ impl RwLock {
     /// so a grant that lands for a caller who is gone is released at once (and a queued
     /// writer leaves the queue); a hold made here releases itself when dropped.
     async fn attempt(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
-        self.attempt_here(mode, id, queue).await
-    }
-
-    async fn attempt_here(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
         let inner = &self.inner;
         let sent = Instant::now();
         let t = self.target();

@@ -8,10 +8,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::{NodeInfo, TestCluster};
-use cluster_rwlock::{Error, LockClient, LockConfig, RwLock};
+use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::{Error, LockClient, LockConfig};
 use common::hung::{hung_master, Hang};
-use common::{assert_no_keys, prefix};
+use common::{assert_no_keys, locks_on, prefix};
 
 async fn connect(
     cluster: &TestCluster,
@@ -26,26 +26,6 @@ async fn connect(
         .expect("lock client")
 }
 
-/// `n` locks of `client` whose slot is served by `master`.
-async fn locks_on(
-    cluster: &TestCluster,
-    client: &LockClient,
-    master: &NodeInfo,
-    n: usize,
-) -> Vec<RwLock> {
-    let mut out = Vec::new();
-    for i in 0.. {
-        let lock = client.rwlock(&format!("k{i}")).unwrap();
-        if cluster.master_for_slot(lock.slot()).await.unwrap().port == master.port {
-            out.push(lock);
-            if out.len() == n {
-                return out;
-            }
-        }
-    }
-    unreachable!()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_killed_with_holders_and_waiters() {
     let cluster = TestCluster::start().await.expect("cluster");
@@ -55,13 +35,13 @@ async fn master_killed_with_holders_and_waiters() {
     let holders = connect(&cluster, &p, |c| c.lease(lease)).await;
     let waiters = connect(&cluster, &p, |c| c.lease(lease)).await;
     let master = cluster.nodes()[0].clone();
-    let locks = locks_on(&cluster, &holders, &master, 4).await;
+    let locks = locks_on(&cluster, &holders, &master, 4, "k").await;
     let mut guards = Vec::new();
     for l in &locks {
         guards.push(l.write().await.unwrap());
     }
     // a hold that the failover will lose (see below)
-    let vanishing_lock = locks_on(&cluster, &holders, &master, 5)
+    let vanishing_lock = locks_on(&cluster, &holders, &master, 5, "k")
         .await
         .pop()
         .unwrap();

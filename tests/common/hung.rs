@@ -34,27 +34,6 @@ impl Hang {
     }
 }
 
-/// `n` locks of `client` whose slot is served by `master`.
-async fn locks_on(
-    cluster: &TestCluster,
-    client: &LockClient,
-    master: &NodeInfo,
-    n: usize,
-    tag: &str,
-) -> Vec<RwLock> {
-    let mut out = Vec::new();
-    for i in 0.. {
-        let lock = client.rwlock(&format!("{tag}{i}")).unwrap();
-        if cluster.master_for_slot(lock.slot()).await.unwrap().port == master.port {
-            out.push(lock);
-            if out.len() == n {
-                return out;
-            }
-        }
-    }
-    unreachable!()
-}
-
 /// One acquire+release cycle: when it started, how long it took, whether it worked.
 type Cycle = (Instant, Duration, bool);
 
@@ -107,13 +86,15 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
         .filter(|n| n.index < 3)
         .collect();
     let a = masters[0].clone();
-    let held = locks_on(&cluster, &client, &a, 1, "held").await.remove(0);
+    let held = super::locks_on(&cluster, &client, &a, 1, "held")
+        .await
+        .remove(0);
     let slot = held.slot();
     let a_addr = format!("127.0.0.1:{}", a.port);
     assert_eq!(client.node_for_slot(slot).as_deref(), Some(a_addr.as_str()));
     let mut healthy = Vec::new();
     for m in &masters[1..] {
-        healthy.extend(locks_on(&cluster, &client, m, 1, "ok").await);
+        healthy.extend(super::locks_on(&cluster, &client, m, 1, "ok").await);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let guard = held.write().await.unwrap();

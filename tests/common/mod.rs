@@ -5,8 +5,8 @@ pub mod hung;
 
 use std::time::Duration;
 
-use cluster_rwlock::testkit::TestCluster;
-use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock::testkit::{NodeInfo, TestCluster};
+use cluster_rwlock::{LockClient, LockConfig, RwLock};
 
 pub async fn cluster() -> &'static TestCluster {
     TestCluster::shared().await.expect("test cluster")
@@ -45,4 +45,25 @@ pub async fn assert_no_keys(cluster: &TestCluster, prefix: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("keys left with prefix {prefix}: {left:?}");
+}
+
+/// `n` locks of `client` named `<tag><i>` whose slot is served by `master`.
+pub async fn locks_on(
+    cluster: &TestCluster,
+    client: &LockClient,
+    master: &NodeInfo,
+    n: usize,
+    tag: &str,
+) -> Vec<RwLock> {
+    let mut out = Vec::new();
+    for i in 0.. {
+        let lock = client.rwlock(&format!("{tag}{i}")).unwrap();
+        if cluster.master_for_slot(lock.slot()).await.unwrap().port == master.port {
+            out.push(lock);
+            if out.len() == n {
+                return out;
+            }
+        }
+    }
+    unreachable!()
 }
