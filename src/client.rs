@@ -200,8 +200,9 @@ impl LockClient {
         })
     }
 
-    /// The lock `name`, with a fresh owner token (a UUID): two calls give two owners that
-    /// contend; clones of one `RwLock` share its owner.
+    /// The lock `name`. Every acquire through the handle (or its clones) is a hold of its
+    /// own, which contends with every other; see [`RwLock::with_owner`] for reentrant
+    /// holds on purpose.
     ///
     /// Fails with [`Error::InvalidName`] when the name is empty, longer than 1,024 bytes,
     /// or starts with `}` without a hashtag of its own. A name with a non-empty `{tag}`
@@ -209,9 +210,9 @@ impl LockClient {
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-    /// let a = client.rwlock("orders:42")?;
-    /// let b = client.rwlock("orders:42")?;
-    /// assert_ne!(a.owner(), b.owner()); // two owners that contend
+    /// let lock = client.rwlock("orders:42")?;
+    /// let w = lock.write().await?;
+    /// assert!(lock.try_read().await?.is_none()); // the same handle: still excluded
     /// # Ok(()) }
     /// ```
     pub fn rwlock(&self, name: &str) -> Result<RwLock> {
@@ -220,6 +221,7 @@ impl LockClient {
             self.inner.clone(),
             name,
             uuid::Uuid::new_v4().simple().to_string(),
+            false,
         ))
     }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use crate::acquire::Ask;
 use crate::error::{Error, Result};
 use crate::lease::HoldState;
 use crate::lock::RwLock;
@@ -11,7 +12,10 @@ use crate::scripts::Mode;
 
 /// One hold in Redis; gives itself back when dropped.
 pub(crate) struct Hold {
+    /// The handle it was taken through.
     pub lock: RwLock,
+    /// The owner token it was taken as.
+    pub owner: Arc<str>,
     pub id: u64,
     pub fence: u64,
     pub mode: Mode,
@@ -22,11 +26,21 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// A hold granted by a call sent at `sent`; renewed from now on.
-    pub fn new(lock: RwLock, id: u64, fence: u64, mode: Mode, sent: Instant) -> Hold {
+    pub fn new(
+        lock: RwLock,
+        owner: Arc<str>,
+        id: u64,
+        fence: u64,
+        mode: Mode,
+        sent: Instant,
+    ) -> Hold {
         let state = HoldState::new();
-        lock.inner.keeper.add(&lock, id, state.clone(), sent);
+        lock.inner
+            .keeper
+            .add(&lock, &owner, id, state.clone(), sent);
         Hold {
             lock,
+            owner,
             id,
             fence,
             mode,
@@ -41,7 +55,7 @@ impl Hold {
         self.lock
             .inner
             .keeper
-            .remove(self.lock.key(), self.lock.owner(), self.id);
+            .remove(self.lock.key(), &self.owner, self.id);
     }
 
     pub async fn release(mut self) -> Result<()> {
@@ -50,7 +64,7 @@ impl Hold {
         // followed through failovers for up to a lease: after that the hold is gone anyway
         let released = self
             .lock
-            .release_hold(self.id, self.lock.release_budget())
+            .release_hold(&self.owner, self.id, self.lock.release_budget())
             .await?;
         if released && !lost {
             Ok(())
@@ -58,6 +72,59 @@ impl Hold {
             self.state.mark_lost();
             Err(Error::LockLost)
         }
+    }
+
+    /// Another hold of `mode` as the same owner: granted at once while this one lives.
+    async fn again(&self, mode: Mode) -> Result<Hold> {
+        if self.state.is_lost() {
+            return Err(Error::LockLost);
+        }
+        match self
+            .lock
+            .try_hold(self.owner.clone(), Ask::Again(mode))
+            .await?
+        {
+            Some(hold) => Ok(hold),
+            // the owner holds nothing any more: this hold is gone
+            None => Err(Error::LockLost),
+        }
+    }
+
+    /// Turns this hold into a hold of `mode` in one step (see `lua/downgrade.lua`).
+    async fn convert(mut self, mode: Mode) -> Result<Hold> {
+        let lock = self.lock.clone();
+        let owner = self.owner.clone();
+        let to = lock.inner.next_hold_id();
+        let sent = Instant::now();
+        // sent again through timeouts and failovers: a retry finds the hold the first
+        // call made
+        let fence = lock.convert_hold(&owner, self.id, to, mode).await?;
+        self.forget();
+        match fence {
+            Some(fence) if !self.state.is_lost() => {
+                Ok(Hold::new(lock, owner, to, fence, mode, sent))
+            }
+            Some(_) => {
+                // the lease had been lost: do not hand out a hold nobody protected
+                let _ = lock.release_hold(&owner, to, lock.release_budget()).await;
+                Err(Error::LockLost)
+            }
+            None => {
+                self.state.mark_lost();
+                Err(Error::LockLost)
+            }
+        }
+    }
+
+    /// This upgradable hold made a write hold (`write` came from it): stop renewing it,
+    /// unless its lease had been lost, in which case the write hold goes too.
+    async fn upgraded(mut self, write: Hold) -> Result<Hold> {
+        self.forget();
+        if self.state.is_lost() {
+            let _ = write.release().await;
+            return Err(Error::LockLost);
+        }
+        Ok(write)
     }
 }
 
@@ -67,10 +134,9 @@ impl Drop for Hold {
             return;
         }
         self.forget();
-        let lock = self.lock.clone();
-        let id = self.id;
+        let (lock, owner, id) = (self.lock.clone(), self.owner.clone(), self.id);
         lock.inner.clone().runtime.spawn(async move {
-            let _ = lock.release_hold(id, lock.release_budget()).await;
+            let _ = lock.release_hold(&owner, id, lock.release_budget()).await;
         });
     }
 }
@@ -120,6 +186,45 @@ macro_rules! guard_common {
         /// ```
         pub async fn lost(&self) {
             self.hold.state.lost().await
+        }
+
+        /// The owner token this hold was taken as: the explicit one of
+        /// [`RwLock::with_owner`], or one of its own (`<handle's owner>:<n>`); it is what
+        /// [`RwLock::state`] lists.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.read().await?;
+        /// println!("holding as {}", guard.owner());
+        /// # Ok(()) }
+        /// ```
+        pub fn owner(&self) -> &str {
+            &self.hold.owner
+        }
+
+        /// Takes another read hold as this guard's owner: granted at once, without
+        /// waiting for queued writers (the owner holds already). The new guard is
+        /// released on its own.
+        ///
+        /// # Cancel safety
+        /// Cancel safe: a hold granted for a dropped future is given back at once.
+        ///
+        /// # Errors
+        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Redis`] when the
+        /// lock's master cannot be reached in time.
+        ///
+        /// ```no_run
+        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+        /// let guard = lock.read().await?;
+        /// let again = guard.read_again().await?; // reentrant, on purpose
+        /// again.release().await?;
+        /// guard.release().await?;
+        /// # Ok(()) }
+        /// ```
+        pub async fn read_again(&self) -> Result<ReadGuard> {
+            Ok(ReadGuard {
+                hold: self.hold.again(Mode::Read).await?,
+            })
         }
 
         /// The lock this guard holds.
@@ -197,34 +302,178 @@ impl WriteGuard {
     /// Turns this write hold into a read hold in one step: no writer can take the lock in
     /// between, and readers may join. The read hold gets a new fence.
     ///
+    /// # Cancel safety
+    /// If the future is dropped, the write hold is released (in the background); a read
+    /// hold that was already made expires after its lease.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Redis`] when the lock's
+    /// master cannot be reached in time (the write hold is then released).
+    ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
     /// let read = lock.write().await?.downgrade().await?;
     /// read.release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn downgrade(mut self) -> Result<ReadGuard> {
+    pub async fn downgrade(self) -> Result<ReadGuard> {
+        Ok(ReadGuard {
+            hold: self.hold.convert(Mode::Read).await?,
+        })
+    }
+
+    /// Turns this write hold into an upgradable read hold in one step: readers may join,
+    /// no writer can take the lock in between, and it can be upgraded again.
+    ///
+    /// # Cancel safety
+    /// As [`downgrade`](Self::downgrade).
+    ///
+    /// # Errors
+    /// As [`downgrade`](Self::downgrade).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let up = lock.write().await?.downgrade_to_upgradable().await?;
+    /// let write = up.upgrade().await?;
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn downgrade_to_upgradable(self) -> Result<UpgradableReadGuard> {
+        Ok(UpgradableReadGuard {
+            hold: self.hold.convert(Mode::Upgradable).await?,
+        })
+    }
+
+    /// Takes another write hold as this guard's owner: granted at once. The new guard is
+    /// released on its own (the lock stays written until both are released).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a hold granted for a dropped future is given back at once.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Redis`] when the
+    /// lock's master cannot be reached in time.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let w = lock.write().await?;
+    /// let w2 = w.write_again().await?; // reentrant, on purpose
+    /// assert!(w2.fence() > w.fence());
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_again(&self) -> Result<WriteGuard> {
+        Ok(WriteGuard {
+            hold: self.hold.again(Mode::Write).await?,
+        })
+    }
+}
+
+/// An upgradable read hold: shared with plain readers, at most one owner at a time, and
+/// no writer while it lasts. Dropping it releases it in the background.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// let up = lock.upgradable_read().await?;
+/// let stale = true; // read, and decide whether to write
+/// if stale {
+///     let w = up.upgrade().await?; // no other writer in between
+///     w.release().await?;
+/// } else {
+///     up.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the lock is released at once (in the background)"]
+pub struct UpgradableReadGuard {
+    pub(crate) hold: Hold,
+}
+
+impl UpgradableReadGuard {
+    guard_common!();
+
+    /// Waits until the plain readers have left and turns this hold into the write hold,
+    /// with a new, higher fence. Meanwhile new readers wait behind it as behind a queued
+    /// writer, and it becomes write before any queued writer: no other writer gets in
+    /// between.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up the upgrade AND this upgradable hold (the guard was
+    /// moved into the future): both are released in the background. To keep the hold,
+    /// poll with [`try_upgrade`](Self::try_upgrade).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Redis`] when the lock's
+    /// master cannot be reached within the command timeout; [`Error::NotReplicated`]
+    /// with replica acks. The upgradable hold is released on error.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let up = lock.upgradable_read().await?;
+    /// let read_fence = up.fence();
+    /// let w = up.upgrade().await?;
+    /// assert!(w.fence() > read_fence);
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgrade(self) -> Result<WriteGuard> {
+        let ask = Ask::Upgrade { from: self.hold.id };
+        let write = self
+            .hold
+            .lock
+            .wait_hold(self.hold.owner.clone(), ask, None)
+            .await?;
+        Ok(WriteGuard {
+            hold: self.hold.upgraded(write).await?,
+        })
+    }
+
+    /// One attempt to upgrade: the write hold if no plain reader of another owner holds,
+    /// else this guard back, unchanged.
+    ///
+    /// # Cancel safety
+    /// As [`upgrade`](Self::upgrade).
+    ///
+    /// # Errors
+    /// As [`upgrade`](Self::upgrade).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let up = lock.upgradable_read().await?;
+    /// match up.try_upgrade().await? {
+    ///     Ok(write) => write.release().await?,
+    ///     Err(up) => up.release().await?, // readers still hold
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
+        let ask = Ask::Upgrade { from: self.hold.id };
         let lock = self.hold.lock.clone();
-        let read_id = lock.inner.next_hold_id();
-        let sent = Instant::now();
-        // sent again through timeouts and failovers: a retry finds the read hold the first
-        // call made
-        let fence = lock.downgrade_hold(self.hold.id, read_id).await?;
-        self.hold.forget();
-        match fence {
-            Some(fence) if !self.hold.state.is_lost() => Ok(ReadGuard {
-                hold: Hold::new(lock, read_id, fence, Mode::Read, sent),
-            }),
-            Some(_) => {
-                // the lease had been lost: do not hand out a hold nobody protected
-                let _ = lock.release_hold(read_id, lock.release_budget()).await;
-                Err(Error::LockLost)
-            }
-            None => {
-                self.hold.state.mark_lost();
-                Err(Error::LockLost)
-            }
+        match lock.try_hold(self.hold.owner.clone(), ask).await? {
+            Some(write) => Ok(Ok(WriteGuard {
+                hold: self.hold.upgraded(write).await?,
+            })),
+            None => Ok(Err(self)),
         }
+    }
+
+    /// Turns this hold into a plain read hold in one step (another owner may then take
+    /// the upgradable read). The read hold gets a new fence.
+    ///
+    /// # Cancel safety
+    /// As [`WriteGuard::downgrade`].
+    ///
+    /// # Errors
+    /// As [`WriteGuard::downgrade`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let read = lock.upgradable_read().await?.downgrade().await?;
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn downgrade(self) -> Result<ReadGuard> {
+        Ok(ReadGuard {
+            hold: self.hold.convert(Mode::Read).await?,
+        })
     }
 }
 
@@ -234,7 +483,7 @@ macro_rules! guard_debug {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($t))
                     .field("name", &self.hold.lock.name())
-                    .field("owner", &self.hold.lock.owner())
+                    .field("owner", &self.hold.owner)
                     .field("mode", &self.hold.mode)
                     .field("fence", &self.hold.fence)
                     .field("lost", &self.is_lost())
@@ -245,3 +494,4 @@ macro_rules! guard_debug {
 }
 guard_debug!(ReadGuard);
 guard_debug!(WriteGuard);
+guard_debug!(UpgradableReadGuard);

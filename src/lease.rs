@@ -83,12 +83,12 @@ impl Keeper {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts renewing a hold granted by a call sent at `sent`.
-    pub fn add(&self, lock: &RwLock, id: u64, state: Arc<HoldState>, sent: Instant) {
+    /// Starts renewing hold `id` of `owner`, granted by a call sent at `sent`.
+    pub fn add(&self, lock: &RwLock, owner: &str, id: u64, state: Arc<HoldState>, sent: Instant) {
         {
             let mut map = self.map();
             let entry = map
-                .entry((lock.key().to_string(), lock.owner().to_string()))
+                .entry((lock.key().to_string(), owner.to_string()))
                 .or_insert_with(|| Owned {
                     channel: lock.channel().to_string(),
                     holds: HashMap::new(),

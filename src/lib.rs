@@ -77,6 +77,7 @@
 //! The hash layout and the scripts' rules are documented in [`scripts`].
 #![deny(missing_docs)]
 
+mod acquire;
 mod client;
 mod cluster;
 mod config;
@@ -99,6 +100,6 @@ struct ReadmeDoctests;
 pub use client::{ClientStats, LockClient};
 pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
 pub use error::{Error, Result};
-pub use guard::{ReadGuard, WriteGuard};
+pub use guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use lock::{Holder, LockState, RwLock};
 pub use scripts::Mode;

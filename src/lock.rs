@@ -1,36 +1,69 @@
-//! The lock handle: acquiring, waiting, state.
+//! The lock handle.
+//!
+//! # Ownership
+//! **Every acquire through a [`RwLock`] handle is a hold of its own**, which excludes
+//! every other writer, holds taken through clones or a shared `Arc` of the same handle
+//! included, as with `tokio::sync::RwLock`. Reentrancy is explicit, two ways:
+//! - from a guard: [`ReadGuard::read_again`], [`WriteGuard::write_again`] (and
+//!   `read_again` on every guard) take another hold as the same owner, granted at once;
+//!   each guard gives back its own hold;
+//! - by an explicit owner token ([`RwLock::with_owner`]): all holds of one explicit owner
+//!   are reentrant, in any task or process that uses the token.
+//!
+//! # Fairness
+//! - **Writer preference.** Once a writer waits, new readers (and upgradable readers)
+//!   wait too; writers are served first come, first served, and a release that frees the
+//!   lock hands it straight to the first queued writer.
+//! - **Upgradable reads.** At most one owner holds an upgradable read at a time; it shares
+//!   with plain readers and excludes writers. [`UpgradableReadGuard::upgrade`] waits for
+//!   the plain readers to leave; meanwhile new readers wait behind it as behind a queued
+//!   writer, and it becomes write before any queued writer, with a new, higher fence.
+//! - An owner that holds only read (or upgradable read) and asks for write through its
+//!   explicit owner token gets [`Error::UpgradeDeadlock`] at once: use an upgradable read.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::acquire::Ask;
 use crate::client::Inner;
-use crate::cluster::notify::{Subscription, Wake};
-use crate::error::{Error, Result};
-use crate::guard::{Hold, ReadGuard, WriteGuard};
+use crate::error::Result;
+use crate::guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
 use crate::keys;
-use crate::scripts::{Attempt, Mode, Target};
+use crate::scripts::Mode;
 use crate::slot;
 
-/// Pause between attempts after a Redis error, while a deadline allows retrying.
-const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+#[cfg(doc)]
+use crate::error::Error;
 
-/// A distributed read/write lock, with the owner token it acquires as.
+/// A distributed read/write lock: the handle is the lock.
 ///
-/// Cheap to clone; clones share the owner token, so they are the same owner (holds add
-/// up, as with a reentrant lock). [`with_owner`](Self::with_owner) gives the same lock
-/// with another owner.
+/// **Every acquire through a handle is a hold of its own** that excludes every other
+/// writer: clones and `Arc`s of one handle shared by several tasks contend as tokio's
+/// `RwLock` does. Holds are reentrant only on purpose: through a guard
+/// ([`ReadGuard::read_again`], [`WriteGuard::write_again`]), or for holds taken as one
+/// explicit owner token ([`with_owner`](Self::with_owner)). See the
+/// [module docs](crate::lock) for the fairness rules.
+///
+/// Cheap to clone.
 ///
 /// ```no_run
 /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
 /// let lock = client.rwlock("orders:42")?;
 /// assert_eq!(lock.key(), "rwlock:{orders:42}");
-/// {
-///     let r1 = lock.read().await?;
-///     let r2 = client.rwlock("orders:42")?.read().await?; // another owner: readers share
+/// // eight tasks share one handle: never two writers at once
+/// let tasks: Vec<_> = (0..8)
+///     .map(|_| {
+///         let lock = lock.clone();
+///         tokio::spawn(async move {
+///             let guard = lock.write().await?;
+///             // ... exclusive work ...
+///             guard.release().await
+///         })
+///     })
+///     .collect();
+/// for t in tasks {
+///     t.await.expect("task")?;
 /// }
-/// let w = lock.write_timeout(std::time::Duration::from_secs(1)).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -41,6 +74,8 @@ pub struct RwLock {
     channel: Arc<str>,
     slot: u16,
     owner: Arc<str>,
+    /// The owner token was given by the user: every hold is taken as it (reentrant).
+    explicit: bool,
 }
 
 impl std::fmt::Debug for RwLock {
@@ -50,6 +85,7 @@ impl std::fmt::Debug for RwLock {
             .field("key", &self.key)
             .field("slot", &self.slot)
             .field("owner", &self.owner)
+            .field("explicit_owner", &self.explicit)
             .finish()
     }
 }
@@ -68,14 +104,17 @@ impl std::fmt::Debug for RwLock {
 pub struct Holder {
     /// The owner token.
     pub owner: String,
-    /// `Write` if the owner holds write (it may hold read too).
+    /// `Write` if the owner holds write (it may hold read too), else `Upgradable` if it
+    /// holds an upgradable read, else `Read`.
     pub mode: Mode,
-    /// Number of holds (read and write).
+    /// Number of holds (all modes).
     pub count: u32,
     /// Read holds.
     pub read_holds: u32,
     /// Write holds.
     pub write_holds: u32,
+    /// Upgradable read holds.
+    pub upgradable_holds: u32,
     /// Time left on the owner's lease, by the server's clock.
     pub lease_left: Duration,
 }
@@ -91,7 +130,8 @@ pub struct Holder {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct LockState {
-    /// `None` when no one holds the lock.
+    /// `None` when no one holds the lock; `Write` when a writer holds; `Read` when only
+    /// readers (plain or upgradable) hold.
     pub mode: Option<Mode>,
     /// Every owner that holds, with its holds.
     pub holders: Vec<Holder>,
@@ -101,35 +141,35 @@ pub struct LockState {
     pub waiting_writers: Vec<String>,
 }
 
-enum Outcome {
-    Granted(Hold),
-    Busy(u64),
-}
-
-/// Undoes what an acquire left in Redis when it ends without a grant: a place in the
-/// writer queue, a hold handed over while queued, or a grant whose reply was lost to an
-/// error. Both steps are idempotent.
-struct Leftovers {
-    lock: RwLock,
-    id: u64,
-    write: bool,
-    armed: bool,
-}
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        if self.armed {
-            let (lock, id, write) = (self.lock.clone(), self.id, self.write);
-            lock.inner
-                .clone()
-                .runtime
-                .spawn(async move { lock.abandon(id, write).await });
-        }
-    }
+/// Writes the `# Cancel safety` and `# Errors` sections of an acquire method.
+macro_rules! acquire_doc {
+    (waits) => {
+        concat!(
+            "# Cancel safety\n",
+            "Cancel safe: dropping the future (e.g. in `tokio::select!` or under a timeout) ",
+            "leaves no hold and no place in the writer queue behind; a grant that lands ",
+            "for a dropped future is given back at once.\n\n",
+            "# Errors\n",
+            "- [`Error::InvalidConfig`]: the explicit owner token is empty, longer than 256 ",
+            "bytes, or contains whitespace.\n",
+            "- [`Error::UpgradeDeadlock`]: (explicit owners only) the owner holds read and ",
+            "asks for write.\n",
+            "- [`Error::WrongType`], [`Error::Corrupt`]: the key is not a lock of this ",
+            "library (nothing is changed).\n",
+            "- [`Error::NotReplicated`]: with [`LockConfig::replica_acks`](crate::LockConfig::replica_acks), ",
+            "the grant was not acknowledged in time and was undone.\n",
+            "- [`Error::Redis`]: the lock's master could not be reached within the command ",
+            "timeout (methods with a timeout retry until it runs out); [`Error::Closed`]: ",
+            "the client was closed.\n",
+        )
+    };
+    (timeout) => {
+        "- [`Error::Timeout`]: not granted within `timeout`.\n"
+    };
 }
 
 impl RwLock {
-    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String) -> RwLock {
+    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String, explicit: bool) -> RwLock {
         let key = keys::lock_key(&inner.config.prefix, name);
         let channel = keys::channel(&key);
         RwLock {
@@ -139,6 +179,7 @@ impl RwLock {
             key: key.into(),
             channel: channel.into(),
             owner: owner.into(),
+            explicit,
         }
     }
 
@@ -189,34 +230,55 @@ impl RwLock {
         self.slot
     }
 
-    /// The owner token this handle acquires as.
+    /// The owner token: the one given to [`with_owner`](Self::with_owner), or, for a
+    /// handle from [`LockClient::rwlock`](crate::LockClient::rwlock), the prefix of its
+    /// holds' tokens (each hold is taken as `<owner>:<n>`, an owner of its own; a guard's
+    /// [`owner`](WriteGuard::owner) tells which).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// println!("acquiring as {}", lock.owner());
+    /// let guard = lock.read().await?;
+    /// assert!(guard.owner().starts_with(lock.owner()));
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> &str {
         &self.owner
     }
 
-    /// The same lock with an explicit owner token (e.g. a job id). Holds of one owner add
-    /// up, wherever they are taken; give each contender its own token.
+    /// The same lock with an explicit owner token (e.g. a job id): every hold taken
+    /// through it is taken as that owner, and **holds of one explicit owner are
+    /// reentrant**, wherever they are taken (other tasks, other processes). Give each
+    /// contender its own token. Tokens are 1 to 256 bytes without whitespace (checked
+    /// when acquiring).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
     /// let job = lock.with_owner("job-17");
-    /// assert_eq!(job.owner(), "job-17");
+    /// let w1 = job.write().await?;
+    /// let w2 = job.write().await?; // the same owner: granted at once
+    /// assert!(w2.fence() > w1.fence());
     /// # Ok(()) }
     /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> RwLock {
         RwLock {
             owner: owner.into().into(),
+            explicit: true,
             ..self.clone()
         }
     }
 
+    /// The owner token the next hold is taken as.
+    fn hold_owner(&self) -> Arc<str> {
+        if self.explicit {
+            self.owner.clone()
+        } else {
+            format!("{}:{}", self.owner, self.inner.next_hold_id()).into()
+        }
+    }
+
     /// Waits until a read hold is granted.
+    ///
+    #[doc = acquire_doc!(waits)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -225,11 +287,15 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read(&self) -> Result<ReadGuard> {
-        let hold = self.acquire(Mode::Read, None).await?;
+        let hold = self
+            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), None)
+            .await?;
         Ok(ReadGuard { hold })
     }
 
     /// Waits until the write hold is granted.
+    ///
+    #[doc = acquire_doc!(waits)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -238,11 +304,37 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
-        let hold = self.acquire(Mode::Write, None).await?;
+        let hold = self
+            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), None)
+            .await?;
         Ok(WriteGuard { hold })
     }
 
-    /// Waits at most `timeout` for a read hold; [`Error::Timeout`] after that.
+    /// Waits until an upgradable read hold is granted: shared with plain readers, at most
+    /// one owner at a time, no writer while it lasts; it can become write
+    /// ([`UpgradableReadGuard::upgrade`]) without another writer in between.
+    ///
+    #[doc = acquire_doc!(waits)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.upgradable_read().await?;
+    /// // ... read, decide ...
+    /// let write = guard.upgrade().await?; // waits for plain readers to leave
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgradable_read(&self) -> Result<UpgradableReadGuard> {
+        let hold = self
+            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable), None)
+            .await?;
+        Ok(UpgradableReadGuard { hold })
+    }
+
+    /// Waits at most `timeout` for a read hold.
+    ///
+    #[doc = acquire_doc!(waits)]
+    #[doc = acquire_doc!(timeout)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -254,11 +346,16 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
-        let hold = self.acquire(Mode::Read, Some(timeout)).await?;
+        let hold = self
+            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), Some(timeout))
+            .await?;
         Ok(ReadGuard { hold })
     }
 
-    /// Waits at most `timeout` for the write hold; [`Error::Timeout`] after that.
+    /// Waits at most `timeout` for the write hold.
+    ///
+    #[doc = acquire_doc!(waits)]
+    #[doc = acquire_doc!(timeout)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -267,11 +364,37 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
-        let hold = self.acquire(Mode::Write, Some(timeout)).await?;
+        let hold = self
+            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), Some(timeout))
+            .await?;
         Ok(WriteGuard { hold })
     }
 
+    /// Waits at most `timeout` for an upgradable read hold.
+    ///
+    #[doc = acquire_doc!(waits)]
+    #[doc = acquire_doc!(timeout)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.upgradable_read_timeout(std::time::Duration::from_secs(1)).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgradable_read_timeout(&self, timeout: Duration) -> Result<UpgradableReadGuard> {
+        let hold = self
+            .wait_hold(
+                self.hold_owner(),
+                Ask::Hold(Mode::Upgradable),
+                Some(timeout),
+            )
+            .await?;
+        Ok(UpgradableReadGuard { hold })
+    }
+
     /// One attempt at a read hold; `None` when the lock is busy.
+    ///
+    #[doc = acquire_doc!(waits)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -281,13 +404,15 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        Ok(self
-            .try_acquire(Mode::Read)
-            .await?
-            .map(|hold| ReadGuard { hold }))
+        let hold = self
+            .try_hold(self.hold_owner(), Ask::Hold(Mode::Read))
+            .await?;
+        Ok(hold.map(|hold| ReadGuard { hold }))
     }
 
     /// One attempt at the write hold; `None` when the lock is busy. Does not queue.
+    ///
+    #[doc = acquire_doc!(waits)]
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -297,13 +422,40 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        Ok(self
-            .try_acquire(Mode::Write)
-            .await?
-            .map(|hold| WriteGuard { hold }))
+        let hold = self
+            .try_hold(self.hold_owner(), Ask::Hold(Mode::Write))
+            .await?;
+        Ok(hold.map(|hold| WriteGuard { hold }))
     }
 
-    /// The lock's current state, read in one call (expired entries are left out).
+    /// One attempt at an upgradable read hold; `None` when the lock is busy (a writer
+    /// holds or waits, or another owner holds the upgradable read).
+    ///
+    #[doc = acquire_doc!(waits)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// if let Some(guard) = lock.try_upgradable_read().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_upgradable_read(&self) -> Result<Option<UpgradableReadGuard>> {
+        let hold = self
+            .try_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable))
+            .await?;
+        Ok(hold.map(|hold| UpgradableReadGuard { hold }))
+    }
+
+    /// The lock's current state, read in one call (expired entries are left out). O(n)
+    /// in the number of holders: a diagnostic, not for the hot path.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads (and drops expired entries).
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
+    /// library; [`Error::Redis`] when its master cannot be reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -316,19 +468,28 @@ impl RwLock {
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.inner;
         let t = self.target();
-        let raw = self
-            .call(|c| async move { inner.scripts.state(&c, &inner.counters, &t).await })
+        let raw = inner
+            .call(self.slot, |c| async move {
+                inner.scripts.state(&c, &inner.counters, &t).await
+            })
             .await?;
         let holders: Vec<Holder> = raw
             .holders
             .into_iter()
-            .map(|(owner, r, w, left)| Holder {
-                owner,
-                mode: if w > 0 { Mode::Write } else { Mode::Read },
-                count: r + w,
-                read_holds: r,
-                write_holds: w,
-                lease_left: Duration::from_millis(left),
+            .map(|h| Holder {
+                mode: if h.write > 0 {
+                    Mode::Write
+                } else if h.upgradable > 0 {
+                    Mode::Upgradable
+                } else {
+                    Mode::Read
+                },
+                count: h.read.saturating_add(h.write).saturating_add(h.upgradable),
+                read_holds: h.read,
+                write_holds: h.write,
+                upgradable_holds: h.upgradable,
+                lease_left: Duration::from_millis(h.lease_left_ms),
+                owner: h.owner,
             })
             .collect();
         let mode = if holders.iter().any(|h| h.mode == Mode::Write) {
@@ -344,317 +505,5 @@ impl RwLock {
             fence: raw.fence,
             waiting_writers: raw.queued,
         })
-    }
-
-    pub(crate) fn target(&self) -> Target<'_> {
-        Target {
-            key: &self.key,
-            channel: &self.channel,
-            publish: self.inner.publish,
-        }
-    }
-
-    fn check_owner(&self) -> Result<()> {
-        if self.owner.is_empty()
-            || self.owner.len() > 256
-            || self.owner.contains(char::is_whitespace)
-        {
-            return Err(Error::InvalidConfig(format!(
-                "owner token {:?}: 1 to 256 bytes without whitespace",
-                self.owner
-            )));
-        }
-        Ok(())
-    }
-
-    /// Gives back hold `id` if it exists and, for a writer, leaves the queue, in one step.
-    async fn abandon(&self, id: u64, write: bool) {
-        let inner = &self.inner;
-        let t = self.target();
-        let _ = if write {
-            self.call(|c| async move {
-                inner
-                    .scripts
-                    .withdraw(&c, &inner.counters, &t, &self.owner, id)
-                    .await
-            })
-            .await
-        } else {
-            self.release_hold(id, self.release_budget())
-                .await
-                .map(|_| ())
-        };
-    }
-
-    /// How long a release is followed through timeouts and failovers: a lease (a hold not
-    /// given back by then has expired), and at least the command timeout.
-    pub(crate) fn release_budget(&self) -> Duration {
-        let config = &self.inner.config;
-        config.lease.max(config.command_timeout)
-    }
-
-    /// Gives back hold `id`, following the cluster for at most `budget`.
-    pub(crate) async fn release_hold(&self, id: u64, budget: Duration) -> Result<bool> {
-        let inner = &self.inner;
-        let t = self.target();
-        inner
-            .call_within(self.slot, budget, |c| async move {
-                inner
-                    .scripts
-                    .release(&c, &inner.counters, &t, &self.owner, id)
-                    .await
-            })
-            .await
-    }
-
-    /// Sends a command for this lock to the node that serves its slot (see
-    /// [`Router::call`](crate::cluster::router::Router::call)).
-    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
-    where
-        F: FnMut(fred::prelude::Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        self.inner.call(self.slot, op).await
-    }
-
-    pub(crate) async fn downgrade_hold(&self, write_id: u64, read_id: u64) -> Result<Option<u64>> {
-        let inner = &self.inner;
-        let t = self.target();
-        self.call(|c| async move {
-            inner
-                .scripts
-                .downgrade(
-                    &c,
-                    &inner.counters,
-                    &t,
-                    &self.owner,
-                    write_id,
-                    read_id,
-                    inner.lease_ms(),
-                )
-                .await
-        })
-        .await
-    }
-
-    async fn try_acquire(&self, mode: Mode) -> Result<Option<Hold>> {
-        self.check_owner()?;
-        let id = self.inner.next_hold_id();
-        let mut leftovers = Leftovers {
-            lock: self.clone(),
-            id,
-            write: false,
-            armed: true,
-        };
-        let outcome = self.attempt(mode, id, false).await;
-        leftovers.armed = matches!(outcome, Err(Error::Redis(_)));
-        match outcome? {
-            Outcome::Granted(hold) => Ok(Some(hold)),
-            Outcome::Busy(_) => Ok(None),
-        }
-    }
-
-    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
-    /// this waiter or the deadline the attempt returned, again.
-    async fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Hold> {
-        self.check_owner()?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let timed_out = || Error::Timeout(timeout.unwrap_or_default());
-        let inner = &self.inner;
-        let id = inner.next_hold_id();
-        let write = mode == Mode::Write;
-        let mut leftovers = Leftovers {
-            lock: self.clone(),
-            id,
-            write,
-            armed: false,
-        };
-        let mut sub: Option<Subscription> = None;
-        let refresh = inner.config.lease / 3;
-        loop {
-            if sub.is_none() {
-                if let Some(n) = inner.notifier() {
-                    sub = Some(n.join(&self.channel, self.slot).await);
-                }
-            }
-            leftovers.armed = true;
-            let outcome = match deadline {
-                None => self.attempt(mode, id, true).await,
-                Some(d) => match tokio::time::timeout_at(d, self.attempt(mode, id, true)).await {
-                    Ok(o) => o,
-                    Err(_) => return Err(timed_out()),
-                },
-            };
-            let wait = match outcome {
-                Ok(Outcome::Granted(hold)) => {
-                    leftovers.armed = false;
-                    return Ok(hold);
-                }
-                Ok(Outcome::Busy(wait_ms)) => {
-                    // a queued writer may be handed the lock until it leaves the queue
-                    leftovers.armed = write;
-                    // the queue entry lives one lease: come back before it lapses
-                    Duration::from_millis(wait_ms).min(refresh)
-                }
-                // a failover or reconnect in progress: try again while time is left
-                Err(Error::Redis(_)) if deadline.is_some() => ERROR_BACKOFF,
-                Err(e) => return Err(e),
-            };
-            let until = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Err(timed_out());
-                    }
-                    (now + wait).min(d)
-                }
-                None => Instant::now() + wait,
-            };
-            match sub.as_mut().filter(|s| s.is_live()) {
-                Some(s) => {
-                    let owner = &self.owner;
-                    let woken = tokio::select! {
-                        w = async {
-                            loop {
-                                let w = s.next().await;
-                                if w.concerns(write, owner) {
-                                    break w;
-                                }
-                            }
-                        } => Some(w),
-                        _ = tokio::time::sleep_until(until) => None,
-                    };
-                    if let Some(Wake::Granted {
-                        id: handed, fence, ..
-                    }) = woken
-                    {
-                        if handed == id {
-                            // the releaser handed the lock over: no further round trip
-                            match self.handed_over(id, fence).await {
-                                Ok(hold) => {
-                                    leftovers.armed = false;
-                                    return Ok(hold);
-                                }
-                                // gone again before it was confirmed: keep waiting
-                                Err(Error::LockLost) => {}
-                                Err(e) => return Err(e),
-                            }
-                        }
-                    }
-                }
-                None => {
-                    let retry = Instant::now() + inner.config.retry_interval;
-                    tokio::time::sleep_until(until.min(retry)).await
-                }
-            }
-            if let Some(d) = deadline {
-                if Instant::now() >= d {
-                    return Err(timed_out());
-                }
-            }
-        }
-    }
-
-    /// Takes a hold that a release handed to this queued writer. With replica acks, the
-    /// hold is first written again on this connection (a renewal), so that WAIT covers it.
-    async fn handed_over(&self, id: u64, fence: u64) -> Result<Hold> {
-        let hold = Hold::new(self.clone(), id, fence, Mode::Write, Instant::now());
-        if let Some((wanted, timeout)) = self.inner.config.replica_acks {
-            let inner = &self.inner;
-            let owners = [self.owner()];
-            let t = self.target();
-            let present = self
-                .call(|c| {
-                    let (t, owners) = (&t, &owners);
-                    async move {
-                        inner
-                            .scripts
-                            .renew(&c, &inner.counters, t, inner.lease_ms(), owners)
-                            .await
-                    }
-                })
-                .await?;
-            if !present.first().is_some_and(|ids| ids.contains(&id)) {
-                let _ = hold.release().await;
-                return Err(Error::LockLost);
-            }
-            let acked = self.wait_replicas(wanted, timeout).await?;
-            if acked < wanted {
-                let _ = hold.release().await;
-                return Err(Error::NotReplicated { wanted, acked });
-            }
-        }
-        Ok(hold)
-    }
-
-    /// One attempt (`queue`: the caller waits if it fails). Cancel safety comes from the
-    /// caller's armed [`Leftovers`]: if this future is dropped after the command was
-    /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
-    /// so a grant that lands for a caller who is gone is released at once (and a queued
-    /// writer leaves the queue); a hold made here releases itself when dropped.
-    async fn attempt(&self, mode: Mode, id: u64, queue: bool) -> Result<Outcome> {
-        let inner = &self.inner;
-        let sent = Instant::now();
-        let t = self.target();
-        let attempt = self
-            .call(|c| async move {
-                inner
-                    .scripts
-                    .acquire(
-                        &c,
-                        &inner.counters,
-                        &t,
-                        mode,
-                        &self.owner,
-                        id,
-                        inner.lease_ms(),
-                        queue,
-                    )
-                    .await
-            })
-            .await?;
-        match attempt {
-            Attempt::Granted { fence } => {
-                let hold = Hold::new(self.clone(), id, fence, mode, sent);
-                if let Some((wanted, timeout)) = inner.config.replica_acks {
-                    let acked = self.wait_replicas(wanted, timeout).await;
-                    match acked {
-                        Ok(acked) if acked >= wanted => {}
-                        Ok(acked) => {
-                            let _ = hold.release().await;
-                            return Err(Error::NotReplicated { wanted, acked });
-                        }
-                        Err(e) => {
-                            let _ = hold.release().await;
-                            return Err(e);
-                        }
-                    }
-                }
-                Ok(Outcome::Granted(hold))
-            }
-            Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
-            Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
-        }
-    }
-
-    /// WAIT on the master of the lock's slot (the node that ran the script).
-    async fn wait_replicas(&self, wanted: u32, timeout: Duration) -> Result<u32> {
-        use fred::interfaces::ClientLike;
-        use fred::types::{ClusterHash, CustomCommand};
-        let inner = &self.inner;
-        inner
-            .counters
-            .round_trips
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // on the connection that sent the write (each slot has one per node): WAIT counts
-        // that connection's writes
-        let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-        let acked: i64 = self
-            .call(|c| async move {
-                let cmd = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
-                Ok(c.custom(cmd, vec![i64::from(wanted), millis]).await?)
-            })
-            .await?;
-        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
     }
 }

@@ -77,6 +77,7 @@ pub(crate) struct Scripts {
     acquire: Script,
     release: Script,
     downgrade: Script,
+    upgrade: Script,
     renew: Script,
     withdraw: Script,
     state: Script,
@@ -93,9 +94,15 @@ pub(crate) struct Counters {
 /// Outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    Granted { fence: u64 },
-    Busy { wait_ms: u64 },
+    Granted {
+        fence: u64,
+    },
+    Busy {
+        wait_ms: u64,
+    },
     UpgradeDeadlock,
+    /// The hold an upgrade starts from is gone (its lease ran out).
+    Gone,
 }
 
 /// Mode of a hold.
@@ -109,11 +116,15 @@ pub(crate) enum Attempt {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Mode {
     /// Shared.
     Read,
     /// Exclusive.
     Write,
+    /// Shared with readers, exclusive among upgradable readers and writers; can become
+    /// write without another writer in between.
+    Upgradable,
 }
 
 impl Mode {
@@ -121,6 +132,28 @@ impl Mode {
         match self {
             Mode::Read => "r",
             Mode::Write => "w",
+            Mode::Upgradable => "u",
+        }
+    }
+}
+
+/// What an acquire attempt does when it is not granted at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intent {
+    /// Nothing: one attempt.
+    Try,
+    /// The caller waits: a writer queues, a reader leaves its mark.
+    Wait,
+    /// Granted only if the owner holds already (reentrant on purpose); never waits.
+    Again,
+}
+
+impl Intent {
+    fn arg(self) -> &'static str {
+        match self {
+            Intent::Try => "0",
+            Intent::Wait => "1",
+            Intent::Again => "2",
         }
     }
 }
@@ -139,6 +172,7 @@ impl Scripts {
             acquire: Script::from_lua(lua!("acquire.lua", 2)),
             release: Script::from_lua(lua!("release.lua", 1)),
             downgrade: Script::from_lua(lua!("downgrade.lua", 1)),
+            upgrade: Script::from_lua(lua!("upgrade.lua", 1)),
             renew: Script::from_lua(lua!("renew.lua", 0)),
             withdraw: Script::from_lua(lua!("withdraw.lua", 1)),
             state: Script::from_lua(lua!("state.lua", 0)),
@@ -152,6 +186,7 @@ impl Scripts {
             &self.acquire,
             &self.release,
             &self.downgrade,
+            &self.upgrade,
             &self.renew,
             &self.withdraw,
             &self.state,
@@ -198,7 +233,7 @@ impl Scripts {
         owner: &str,
         hold: u64,
         lease_ms: u64,
-        queue: bool,
+        intent: Intent,
     ) -> Result<Attempt> {
         counters.attempts.fetch_add(1, Ordering::Relaxed);
         let args = vec![
@@ -206,7 +241,7 @@ impl Scripts {
             owner.to_string(),
             hold.to_string(),
             lease_ms.to_string(),
-            if queue { "1" } else { "0" }.to_string(),
+            intent.arg().to_string(),
             t.publish.to_string(),
         ];
         let reply = self.run(client, counters, &self.acquire, t, args).await?;
@@ -240,7 +275,8 @@ impl Scripts {
         Ok(code(&parts)? == 1)
     }
 
-    /// The new read hold's fence, or `None` when the write hold was gone.
+    /// Turns hold `from` (write, or upgradable) into hold `to` of mode `mode` (read, or
+    /// upgradable from write): the new hold's fence, or `None` when `from` was gone.
     #[allow(clippy::too_many_arguments)]
     pub async fn downgrade(
         &self,
@@ -248,16 +284,18 @@ impl Scripts {
         counters: &Counters,
         t: &Target<'_>,
         owner: &str,
-        write_hold: u64,
-        read_hold: u64,
+        from: u64,
+        to: u64,
+        mode: Mode,
         lease_ms: u64,
     ) -> Result<Option<u64>> {
         let args = vec![
             owner.to_string(),
-            write_hold.to_string(),
-            read_hold.to_string(),
+            from.to_string(),
+            to.to_string(),
             lease_ms.to_string(),
             t.publish.to_string(),
+            mode.arg().to_string(),
         ];
         let parts = status(
             t.key,
@@ -266,6 +304,45 @@ impl Scripts {
         match code(&parts)? {
             1 => Ok(Some(number(parts.get(1))?)),
             _ => Ok(None),
+        }
+    }
+
+    /// Turns upgradable hold `from` into write hold `to`; `wait`: leave the upgrade
+    /// pending when readers still hold.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upgrade(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        t: &Target<'_>,
+        owner: &str,
+        from: u64,
+        to: u64,
+        lease_ms: u64,
+        wait: bool,
+    ) -> Result<Attempt> {
+        counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let args = vec![
+            owner.to_string(),
+            from.to_string(),
+            to.to_string(),
+            lease_ms.to_string(),
+            if wait { "1" } else { "0" }.to_string(),
+            t.publish.to_string(),
+        ];
+        let parts = status(
+            t.key,
+            self.run(client, counters, &self.upgrade, t, args).await?,
+        )?;
+        match code(&parts)? {
+            1 => Ok(Attempt::Granted {
+                fence: number(parts.get(1))?,
+            }),
+            0 => Ok(Attempt::Busy {
+                wait_ms: number(parts.get(1))?,
+            }),
+            2 => Ok(Attempt::Gone),
+            c => Err(Error::Protocol(format!("upgrade returned code {c}"))),
         }
     }
 
@@ -303,7 +380,7 @@ impl Scripts {
         Ok(())
     }
 
-    /// `(fence, [(owner, read holds, write holds, lease left ms)], queued writers)`.
+    /// The fence, the holders and the queued writers.
     pub async fn state(
         &self,
         client: &Client,
@@ -333,16 +410,17 @@ impl Scripts {
             return Err(Error::Protocol("state: missing lists".into()));
         };
         let mut holders = Vec::new();
-        for chunk in held.chunks(4) {
-            let [o, r, w, left] = chunk else {
+        for chunk in held.chunks(5) {
+            let [o, r, w, u, left] = chunk else {
                 return Err(Error::Protocol("state: short holder entry".into()));
             };
-            holders.push((
-                text(o)?,
-                int(r)? as u32,
-                int(w)? as u32,
-                int(left)?.max(0) as u64,
-            ));
+            holders.push(RawHolder {
+                owner: text(o)?,
+                read: count(r)?,
+                write: count(w)?,
+                upgradable: count(u)?,
+                lease_left_ms: u64::try_from(int(left)?).unwrap_or(0),
+            });
         }
         let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
         Ok(RawState {
@@ -353,10 +431,26 @@ impl Scripts {
     }
 }
 
+/// The reply of the state script.
 pub(crate) struct RawState {
     pub fence: Option<u64>,
-    pub holders: Vec<(String, u32, u32, u64)>,
+    pub holders: Vec<RawHolder>,
     pub queued: Vec<String>,
+}
+
+/// One owner's holds in [`RawState`].
+pub(crate) struct RawHolder {
+    pub owner: String,
+    pub read: u32,
+    pub write: u32,
+    pub upgradable: u32,
+    pub lease_left_ms: u64,
+}
+
+/// A count of holds: a non-negative integer that fits in `u32`.
+fn count(v: &Value) -> Result<u32> {
+    let i = int(v)?;
+    u32::try_from(i).map_err(|_| Error::Protocol(format!("count out of range: {i}")))
 }
 
 /// The reply as a list, with the scripts' error codes (see `lua/lib.lua`) turned into errors.

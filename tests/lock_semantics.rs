@@ -139,8 +139,9 @@ async fn reentrancy_rules() {
     let cluster = cluster().await;
     let p = prefix("reent");
     let client = client(cluster, &p).await;
-    let lock = client.rwlock("res").unwrap();
-    let same_owner = lock.clone();
+    // holds of one explicit owner are reentrant
+    let lock = client.rwlock("res").unwrap().with_owner("owner-a");
+    let same_owner = client.rwlock("res").unwrap().with_owner("owner-a");
     let other = client.rwlock("res").unwrap();
 
     // write twice, then read, by one owner

@@ -2,13 +2,16 @@
 -- owner's entry and, when needed, the queue head.
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
--- ARGV[1]  'r' or 'w'
+-- ARGV[1]  'r' (read), 'w' (write) or 'u' (upgradable read: shares with readers, at most
+--          one owner at a time, no writer while it lasts)
 -- ARGV[2]  owner token
 -- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted
 --          twice, and a hold handed over while queued is found under it)
 -- ARGV[4]  lease in ms
 -- ARGV[5]  '1': the caller waits if this attempt fails: a writer joins the queue (or
---          keeps its place), a reader leaves its mark so that releases wake it
+--          keeps its place), a reader (or upgradable reader) leaves its mark so that
+--          releases wake it; '2': granted only if the owner holds already (a guard
+--          taking another hold as its owner), never waits
 -- ARGV[6]  publish command: 'spublish', 'publish', or '' for none
 -- Returns
 --   {1, fence}    granted (fence as a decimal string)
@@ -37,9 +40,14 @@ if mode == 'w' then
     granted = (h == nil or h == owner)
   end
 else
-  -- an owner that holds may always add a hold; others wait for writers, held or queued
-  granted = mine ~= nil or (writer == nil and head() == nil)
+  -- an owner that holds may always add a hold; others wait for writers, held, queued or
+  -- about to be (an upgrade that waits for the readers to leave)
+  granted = mine ~= nil or (writer == nil and pending == nil and head() == nil)
+  -- one upgradable owner at a time
+  if mode == 'u' and upgrader ~= nil and upgrader ~= owner then granted = false end
 end
+
+if ARGV[5] == '2' and mine == nil then granted = false end
 
 if granted then
   if mode == 'w' then

@@ -16,9 +16,9 @@ local LAYOUT = '2'
 local OWNER = OWNER_ARG > 0 and ARGV[OWNER_ARG] or nil
 local S
 if OWNER then
-  S = redis.pcall('HMGET', key, 's', 'w', 'o:' .. OWNER, 'q:' .. OWNER)
+  S = redis.pcall('HMGET', key, 's', 'w', 'u', 'o:' .. OWNER, 'q:' .. OWNER)
 else
-  S = redis.pcall('HMGET', key, 's', 'w')
+  S = redis.pcall('HMGET', key, 's', 'w', 'u')
 end
 if S['err'] ~= nil then
   return {-3, redis.call('TYPE', key)['ok']}
@@ -29,11 +29,14 @@ end
 --   dl, du bounds of the earliest and latest deadline of any entry (server ms)
 --   qh, qt queue head ticket, next ticket  rw      readers wait until then
 --   writer ('w') the owner that holds write
+--   upgrader ('u') '<owner>', the owner of the upgradable hold, or '<owner> <id> <lease>'
+--            while it waits to upgrade: hold <id> is to be granted write as soon as it
+--            is the only owner that holds
 local existed = S[1] ~= false
 local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
 if not existed then
   -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
-  if S[2] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
+  if S[2] or S[3] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
 else
   local lv, f, n, a, b, h, q, r = string.match(S[1], '^(%d+) ([%d-]+) (%d+) ([%d-]+) (%d+) (%d+) (%d+) ([%d-]+)$')
   if lv ~= LAYOUT then return {-4, 's'} end
@@ -41,13 +44,23 @@ else
   qh, qt, rw = tonumber(h), tonumber(q), tonumber(r)
 end
 local writer = S[2] or nil
-local before_s, before_writer, before_du = S[1], writer, du
+-- the upgradable holder, and the write hold it waits for (pending: nil when none)
+local upgrader, pending, pending_lease = nil, nil, nil
+if S[3] then
+  local o, id, l = string.match(S[3], '^(%S+) (%d+) (%d+)$')
+  if o == nil then
+    o = string.match(S[3], '^(%S+)$')
+    if o == nil then return {-4, 'u'} end
+  end
+  upgrader, pending, pending_lease = o, id, tonumber(l)
+end
+local before_s, before_writer, before_u, before_du = S[1], writer, S[3] or nil, du
 
 -- fields read so far (false: absent), and the writes not sent yet (false: delete)
 local cache, W = {}, {}
 if OWNER then
-  cache['o:' .. OWNER] = S[3]
-  cache['q:' .. OWNER] = S[4]
+  cache['o:' .. OWNER] = S[4]
+  cache['q:' .. OWNER] = S[5]
 end
 local function get(f)
   local w = W[f]
@@ -70,7 +83,7 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function fmt(n) return string.format('%.0f', n) end
 
 -- An owner's entry 'o:<owner>' = '<deadline-ms> <hold> <hold> ...', a hold being
--- '<r|w><id>:<fence>'. Returns {deadline, holds = {{mode, id, fence}, ...}}, or nil when
+-- '<r|w|u><id>:<fence>' (read, write, upgradable read). Returns {deadline, holds = {{mode, id, fence}, ...}}, or nil when
 -- malformed.
 local function parse_owner(v)
   local e = {holds = {}}
@@ -79,7 +92,7 @@ local function parse_owner(v)
       e.deadline = tonumber(tok)
       if e.deadline == nil then return nil end
     else
-      local m, id, fe = string.match(tok, '^([rw])(%d+):(%d+)$')
+      local m, id, fe = string.match(tok, '^([rwu])(%d+):(%d+)$')
       if m == nil then return nil end
       e.holds[#e.holds + 1] = {m, id, fe}
     end
@@ -96,6 +109,11 @@ end
 
 local function has_write(e)
   for _, h in ipairs(e.holds) do if h[1] == 'w' then return true end end
+  return false
+end
+
+local function has_upgradable(e)
+  for _, h in ipairs(e.holds) do if h[1] == 'u' then return true end end
   return false
 end
 
@@ -131,7 +149,8 @@ local function prune()
   if dl == nil or now < dl then return nil end
   local raw = redis.call('HGETALL', key)
   local gone = {}
-  held, writer, dl, du = 0, nil, nil, 0
+  local was_upgrader = upgrader
+  held, writer, upgrader, dl, du = 0, nil, nil, nil, 0
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
     local p = string.sub(f, 1, 2)
@@ -143,6 +162,7 @@ local function prune()
       else
         held = held + 1
         if has_write(e) then writer = string.sub(f, 3) end
+        if has_upgradable(e) then upgrader = string.sub(f, 3) end
         deadline_set(e.deadline)
       end
     elseif p == 'q:' then
@@ -159,6 +179,8 @@ local function prune()
   if rw ~= nil then
     if rw <= now then rw = nil else deadline_set(rw) end
   end
+  -- a pending upgrade lives as long as its upgradable hold
+  if upgrader == nil or upgrader ~= was_upgrader then pending, pending_lease = nil, nil end
   if #gone > 0 then
     redis.call('HDEL', key, unpack(gone))
     for _, f in ipairs(gone) do cache[f] = false end
@@ -209,6 +231,7 @@ local function grant(o, e, m, id, lease)
   e.holds[#e.holds + 1] = {m, id, f}
   if now + lease > e.deadline then e.deadline = now + lease end
   if m == 'w' then writer = o end
+  if m == 'u' then upgrader = o end
   put('o:' .. o, format_owner(e))
   deadline_set(e.deadline)
   return f
@@ -219,6 +242,7 @@ local function remove_hold(o, e, id)
   for i, h in ipairs(e.holds) do
     if h[2] == id then
       table.remove(e.holds, i)
+      if h[1] == 'u' and upgrader == o then upgrader, pending, pending_lease = nil, nil, nil end
       if #e.holds == 0 then
         del('o:' .. o)
         held = held - 1
@@ -248,13 +272,31 @@ end
 --   'r'                            readers may enter (no writer holds or waits)
 local function finish(publish)
   local msg = nil
-  if writer == nil then
+  if pending ~= nil and held == 1 and (writer == nil or writer == upgrader) then
+    -- the upgradable holder waits to upgrade and is the only owner left: its upgradable
+    -- hold becomes the write hold it asked for, before any queued writer
+    local e = owner_entry(upgrader)
+    if e then
+      for i, h in ipairs(e.holds) do
+        if h[1] == 'u' then
+          table.remove(e.holds, i)
+          local o, id = upgrader, pending
+          upgrader = nil
+          local f = grant(o, e, 'w', id, pending_lease)
+          msg = 'g ' .. o .. ' ' .. id .. ' ' .. f
+          break
+        end
+      end
+    end
+    pending, pending_lease = nil, nil
+  end
+  if writer == nil and msg == nil then
     local o, q = head()
     if o ~= nil and held == 0 then
       dequeue(o, q)
       local f = grant(o, nil, 'w', q.id, q.lease)
       msg = 'g ' .. o .. ' ' .. q.id .. ' ' .. f
-    elseif o == nil and rw ~= nil then
+    elseif o == nil and rw ~= nil and pending == nil then
       if rw <= now then
         rw = nil
       else
@@ -286,6 +328,11 @@ local function finish(publish)
     end
     if writer ~= before_writer then
       if writer == nil then dels[#dels + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = writer end
+    end
+    local u = upgrader
+    if u ~= nil and pending ~= nil then u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease) end
+    if u ~= before_u then
+      if u == nil then dels[#dels + 1] = 'u' else set[#set + 1] = 'u'; set[#set + 1] = u end
     end
     if #dels > 0 and existed then redis.call('HDEL', key, unpack(dels)) end
     if #set > 0 then redis.call('HSET', key, unpack(set)) end

@@ -3,10 +3,11 @@
 --
 -- KEYS[1]  lock hash; KEYS[2] release channel
 -- ARGV[1]  publish command: 'spublish', 'publish', or ''
--- Returns {2, fence or '', {owner, read holds, write holds, lease left ms, ...},
+-- Returns {2, fence or '', {owner, read holds, write holds, upgradable holds,
+--          lease left ms, ...},
 --          {queued writer owners, first first}}
 -- {-3, type}, {-4, field}: see lib
-local SUMMARY_FIELD = {s = true, w = true}
+local SUMMARY_FIELD = {s = true, w = true, u = true}
 local raw = redis.call('HGETALL', key)
 local holders, waiting = {}, {}
 for i = 1, #raw, 2 do
@@ -16,13 +17,14 @@ for i = 1, #raw, 2 do
     local e = parse_owner(v)
     if e == nil then return {-4, f} end
     if e.deadline > now then
-      local r, w = 0, 0
+      local r, w, u = 0, 0, 0
       for _, h in ipairs(e.holds) do
-        if h[1] == 'w' then w = w + 1 else r = r + 1 end
+        if h[1] == 'w' then w = w + 1 elseif h[1] == 'u' then u = u + 1 else r = r + 1 end
       end
       holders[#holders + 1] = string.sub(f, 3)
       holders[#holders + 1] = r
       holders[#holders + 1] = w
+      holders[#holders + 1] = u
       holders[#holders + 1] = e.deadline - now
     end
   elseif p == 'q:' then

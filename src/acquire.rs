@@ -1,0 +1,445 @@
+//! The machinery behind [`RwLock`]'s acquire methods and the guards: one attempt, the
+//! waiting loop, hand-offs, the clean-up of attempts that end without a grant, and the
+//! calls the guards make (release, downgrade, upgrade).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cluster::notify::{Subscription, Wake};
+use crate::error::{Error, Result};
+use crate::guard::Hold;
+use crate::lock::RwLock;
+use crate::scripts::{Attempt, Intent, Mode, Target};
+
+/// Pause between attempts after a Redis error, while a deadline allows retrying.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What an attempt asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// A new hold of this mode.
+    Hold(Mode),
+    /// Another hold of this mode for an owner that holds already (granted at once, or
+    /// not at all).
+    Again(Mode),
+    /// The upgradable hold `from` becoming a write hold.
+    Upgrade { from: u64 },
+}
+
+impl Ask {
+    /// Whether the asker waits as a writer does (queued, or as a pending upgrade): it may
+    /// be handed the lock by a release, and must withdraw when it gives up.
+    fn writes(self) -> bool {
+        matches!(self, Ask::Hold(Mode::Write) | Ask::Upgrade { .. })
+    }
+
+    /// The mode of the hold it gets.
+    fn mode(self) -> Mode {
+        match self {
+            Ask::Hold(mode) | Ask::Again(mode) => mode,
+            Ask::Upgrade { .. } => Mode::Write,
+        }
+    }
+}
+
+enum Outcome {
+    Granted(Hold),
+    Busy(u64),
+}
+
+/// Undoes what an attempt left in Redis when it ends without a grant: a place in the
+/// writer queue or a pending upgrade, a hold handed over while waiting, or a grant whose
+/// reply was lost to an error. Both steps are idempotent.
+struct Leftovers {
+    lock: RwLock,
+    owner: Arc<str>,
+    id: u64,
+    write: bool,
+    armed: bool,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        if self.armed {
+            let (lock, owner, id, write) =
+                (self.lock.clone(), self.owner.clone(), self.id, self.write);
+            lock.inner
+                .clone()
+                .runtime
+                .spawn(async move { lock.abandon(&owner, id, write).await });
+        }
+    }
+}
+
+impl RwLock {
+    /// One attempt for `owner`, without waiting: `None` when the lock is busy.
+    pub(crate) async fn try_hold(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+        check_owner(&owner)?;
+        let id = self.inner.next_hold_id();
+        let mut leftovers = Leftovers {
+            lock: self.clone(),
+            owner: owner.clone(),
+            id,
+            write: ask.writes(),
+            armed: true,
+        };
+        let outcome = self.attempt(&owner, ask, id, false).await;
+        leftovers.armed = matches!(outcome, Err(Error::Redis(_)));
+        match outcome? {
+            Outcome::Granted(hold) => Ok(Some(hold)),
+            Outcome::Busy(_) => Ok(None),
+        }
+    }
+
+    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
+    /// this waiter or the deadline the attempt returned, again.
+    pub(crate) async fn wait_hold(
+        &self,
+        owner: Arc<str>,
+        ask: Ask,
+        timeout: Option<Duration>,
+    ) -> Result<Hold> {
+        check_owner(&owner)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let timed_out = || Error::Timeout(timeout.unwrap_or_default());
+        let inner = &self.inner;
+        let id = inner.next_hold_id();
+        let write = ask.writes();
+        let mut leftovers = Leftovers {
+            lock: self.clone(),
+            owner: owner.clone(),
+            id,
+            write,
+            armed: false,
+        };
+        let mut sub: Option<Subscription> = None;
+        let refresh = inner.config.lease / 3;
+        loop {
+            if sub.is_none() {
+                if let Some(n) = inner.notifier() {
+                    sub = Some(n.join(self.channel(), self.slot()).await);
+                }
+            }
+            leftovers.armed = true;
+            let attempt = self.attempt(&owner, ask, id, true);
+            let outcome = match deadline {
+                None => attempt.await,
+                Some(d) => match tokio::time::timeout_at(d, attempt).await {
+                    Ok(o) => o,
+                    Err(_) => return Err(timed_out()),
+                },
+            };
+            let wait = match outcome {
+                Ok(Outcome::Granted(hold)) => {
+                    leftovers.armed = false;
+                    return Ok(hold);
+                }
+                Ok(Outcome::Busy(wait_ms)) => {
+                    // a writer may be handed the lock until it withdraws
+                    leftovers.armed = write;
+                    // a queue entry lives one lease: come back before it lapses
+                    Duration::from_millis(wait_ms).min(refresh)
+                }
+                // a failover or reconnect in progress: try again while time is left
+                Err(Error::Redis(_)) if deadline.is_some() => ERROR_BACKOFF,
+                Err(e) => return Err(e),
+            };
+            let until = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(timed_out());
+                    }
+                    (now + wait).min(d)
+                }
+                None => Instant::now() + wait,
+            };
+            match sub.as_mut().filter(|s| s.is_live()) {
+                Some(s) => {
+                    let woken = tokio::select! {
+                        w = async {
+                            loop {
+                                let w = s.next().await;
+                                if w.concerns(write, &owner) {
+                                    break w;
+                                }
+                            }
+                        } => Some(w),
+                        _ = tokio::time::sleep_until(until) => None,
+                    };
+                    if let Some(Wake::Granted {
+                        id: handed, fence, ..
+                    }) = woken
+                    {
+                        if handed == id {
+                            // the releaser handed the lock over: no further round trip
+                            match self.handed_over(&owner, id, fence).await {
+                                Ok(hold) => {
+                                    leftovers.armed = false;
+                                    return Ok(hold);
+                                }
+                                // gone again before it was confirmed: keep waiting
+                                Err(Error::LockLost) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                    }
+                }
+                None => {
+                    let retry = Instant::now() + inner.config.retry_interval;
+                    tokio::time::sleep_until(until.min(retry)).await
+                }
+            }
+            if let Some(d) = deadline {
+                if Instant::now() >= d {
+                    return Err(timed_out());
+                }
+            }
+        }
+    }
+
+    /// Takes a write hold that a release handed to this waiter. With replica acks, the
+    /// hold is first written again on this connection (a renewal), so that WAIT covers it.
+    async fn handed_over(&self, owner: &Arc<str>, id: u64, fence: u64) -> Result<Hold> {
+        let hold = Hold::new(
+            self.clone(),
+            owner.clone(),
+            id,
+            fence,
+            Mode::Write,
+            Instant::now(),
+        );
+        if let Some((wanted, timeout)) = self.inner.config.replica_acks {
+            let inner = &self.inner;
+            let owners = [&**owner];
+            let t = self.target();
+            let present = self
+                .call(|c| {
+                    let (t, owners) = (&t, &owners);
+                    async move {
+                        inner
+                            .scripts
+                            .renew(&c, &inner.counters, t, inner.lease_ms(), owners)
+                            .await
+                    }
+                })
+                .await?;
+            if !present.first().is_some_and(|ids| ids.contains(&id)) {
+                let _ = hold.release().await;
+                return Err(Error::LockLost);
+            }
+            let acked = self.wait_replicas(wanted, timeout).await?;
+            if acked < wanted {
+                let _ = hold.release().await;
+                return Err(Error::NotReplicated { wanted, acked });
+            }
+        }
+        Ok(hold)
+    }
+
+    /// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
+    /// caller's armed [`Leftovers`]: if this future is dropped after the command was
+    /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
+    /// so a grant that lands for a caller who is gone is released at once (and a queued
+    /// writer leaves the queue); a hold made here releases itself when dropped.
+    async fn attempt(&self, owner: &Arc<str>, ask: Ask, id: u64, wait: bool) -> Result<Outcome> {
+        let inner = &self.inner;
+        let sent = Instant::now();
+        let t = self.target();
+        let lease = inner.lease_ms();
+        let reply = self
+            .call(|c| async move {
+                let (scripts, counters) = (&inner.scripts, &inner.counters);
+                match ask {
+                    Ask::Hold(mode) | Ask::Again(mode) => {
+                        let intent = match (ask, wait) {
+                            (Ask::Again(_), _) => Intent::Again,
+                            (_, true) => Intent::Wait,
+                            (_, false) => Intent::Try,
+                        };
+                        scripts
+                            .acquire(&c, counters, &t, mode, owner, id, lease, intent)
+                            .await
+                    }
+                    Ask::Upgrade { from } => {
+                        scripts
+                            .upgrade(&c, counters, &t, owner, from, id, lease, wait)
+                            .await
+                    }
+                }
+            })
+            .await?;
+        match reply {
+            Attempt::Granted { fence } => {
+                let hold = Hold::new(self.clone(), owner.clone(), id, fence, ask.mode(), sent);
+                if let Some((wanted, timeout)) = inner.config.replica_acks {
+                    match self.wait_replicas(wanted, timeout).await {
+                        Ok(acked) if acked >= wanted => {}
+                        Ok(acked) => {
+                            let _ = hold.release().await;
+                            return Err(Error::NotReplicated { wanted, acked });
+                        }
+                        Err(e) => {
+                            let _ = hold.release().await;
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(Outcome::Granted(hold))
+            }
+            Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
+            Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
+            Attempt::Gone => Err(Error::LockLost),
+        }
+    }
+
+    /// WAIT on the master of the lock's slot (the node that ran the script).
+    async fn wait_replicas(&self, wanted: u32, timeout: Duration) -> Result<u32> {
+        use fred::interfaces::ClientLike;
+        use fred::types::{ClusterHash, CustomCommand};
+        self.inner
+            .counters
+            .round_trips
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // on the connection that sent the write (each slot has one per node): WAIT counts
+        // that connection's writes
+        let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        let acked: i64 = self
+            .call(|c| async move {
+                let cmd = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
+                Ok(c.custom(cmd, vec![i64::from(wanted), millis]).await?)
+            })
+            .await?;
+        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+    }
+
+    /// Gives back hold `id` of `owner` if it exists and, for a writer, leaves the queue
+    /// (or its pending upgrade), in one step.
+    async fn abandon(&self, owner: &str, id: u64, write: bool) {
+        let inner = &self.inner;
+        let t = self.target();
+        let _ = if write {
+            self.call(|c| async move {
+                inner
+                    .scripts
+                    .withdraw(&c, &inner.counters, &t, owner, id)
+                    .await
+            })
+            .await
+        } else {
+            self.release_hold(owner, id, self.release_budget())
+                .await
+                .map(|_| ())
+        };
+    }
+
+    /// How long a release is followed through timeouts and failovers: a lease (a hold not
+    /// given back by then has expired), and at least the command timeout.
+    pub(crate) fn release_budget(&self) -> Duration {
+        let config = &self.inner.config;
+        config.lease.max(config.command_timeout)
+    }
+
+    /// Gives back hold `id` of `owner`, following the cluster for at most `budget`.
+    pub(crate) async fn release_hold(
+        &self,
+        owner: &str,
+        id: u64,
+        budget: Duration,
+    ) -> Result<bool> {
+        let inner = &self.inner;
+        let t = self.target();
+        inner
+            .call_within(self.slot(), budget, |c| async move {
+                inner
+                    .scripts
+                    .release(&c, &inner.counters, &t, owner, id)
+                    .await
+            })
+            .await
+    }
+
+    /// Turns hold `from` of `owner` into hold `to` of mode `mode`; its fence, or `None`
+    /// when `from` was gone.
+    pub(crate) async fn convert_hold(
+        &self,
+        owner: &str,
+        from: u64,
+        to: u64,
+        mode: Mode,
+    ) -> Result<Option<u64>> {
+        let inner = &self.inner;
+        let t = self.target();
+        self.call(|c| async move {
+            inner
+                .scripts
+                .downgrade(
+                    &c,
+                    &inner.counters,
+                    &t,
+                    owner,
+                    from,
+                    to,
+                    mode,
+                    inner.lease_ms(),
+                )
+                .await
+        })
+        .await
+    }
+
+    /// Sends a command for this lock to the node that serves its slot (see
+    /// [`Router::call`](crate::cluster::router::Router::call)).
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut(fred::prelude::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.inner.call(self.slot(), op).await
+    }
+
+    pub(crate) fn target(&self) -> Target<'_> {
+        Target {
+            key: self.key(),
+            channel: self.channel(),
+            publish: self.inner.publish,
+        }
+    }
+}
+
+/// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
+pub(crate) fn check_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
+        return Err(Error::InvalidConfig(format!(
+            "owner token {owner:?}: 1 to 256 bytes without whitespace"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_tokens_are_checked() {
+        assert!(check_owner("job-17").is_ok());
+        assert!(check_owner(&"x".repeat(256)).is_ok());
+        assert!(check_owner("").is_err());
+        assert!(check_owner(&"x".repeat(257)).is_err());
+        assert!(check_owner("a b").is_err());
+        assert!(check_owner("a\tb").is_err());
+    }
+
+    #[test]
+    fn upgrades_wait_as_writers_do() {
+        assert!(Ask::Hold(Mode::Write).writes());
+        assert!(Ask::Upgrade { from: 1 }.writes());
+        assert!(!Ask::Hold(Mode::Read).writes());
+        assert!(!Ask::Hold(Mode::Upgradable).writes());
+        assert_eq!(Ask::Upgrade { from: 1 }.mode(), Mode::Write);
+        assert_eq!(Ask::Hold(Mode::Upgradable).mode(), Mode::Upgradable);
+    }
+}
