@@ -4,6 +4,11 @@
 //! the state of each lock in ONE Redis hash whose key carries a `{hashtag}`, so that all
 //! of it, and its release channel, live in one slot of the cluster.
 //!
+//! **The handle is the lock: every acquire through a [`RwLock`] is a hold of its own, and
+//! a write excludes every other hold, also those taken through clones or an `Arc` of the
+//! same handle; reentrancy exists only on purpose, through a guard or an explicit owner.**
+//!
+//! A handle shared by tasks:
 //! ```no_run
 //! # async fn demo() -> cluster_rwlock::Result<()> {
 //! use std::time::Duration;
@@ -11,27 +16,73 @@
 //!
 //! let client = LockClient::connect(LockConfig::cluster(["redis://127.0.0.1:7000"])).await?;
 //! let lock = client.rwlock("orders:42")?;
-//!
-//! let guard = lock.write_timeout(Duration::from_secs(5)).await?;
-//! // hand the fence to the resource, which refuses lower fences than it has seen
-//! let fence = guard.fence();
-//! tokio::select! {
-//!     _ = guard.lost() => { /* lease lost: stop, another owner may hold the lock */ }
-//!     _ = async { /* the protected work */ } => {}
+//! for _ in 0..8 {
+//!     let lock = lock.clone(); // the same lock: the eight tasks never write together
+//!     tokio::spawn(async move {
+//!         let guard = lock.write_timeout(Duration::from_secs(5)).await?;
+//!         // hand the fence to the resource, which refuses lower fences than it has seen
+//!         let fence = guard.fence();
+//!         tokio::select! {
+//!             _ = guard.lost() => { /* lease lost: stop, another owner may hold it */ }
+//!             _ = async { /* the protected work, under `fence` */ } => {}
+//!         }
+//!         guard.release().await
+//!     });
 //! }
-//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! An explicit owner, for work that spans tasks or processes on purpose (its holds are
+//! reentrant):
+//! ```no_run
+//! # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+//! let job = client.rwlock("nightly-report")?.with_owner("job-17");
+//! let w = job.write().await?;
+//! let again = job.write().await?; // the same owner: granted at once
+//! # Ok(()) }
+//! ```
+//!
+//! An upgradable read: read, decide, then write with no other writer in between:
+//! ```no_run
+//! # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+//! let lock = client.rwlock("cache:users")?;
+//! let up = lock.upgradable_read().await?; // plain readers still enter
+//! let stale = true;
+//! if stale {
+//!     let w = up.upgrade().await?; // waits for the readers; new ones wait behind it
+//!     w.release().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A name that carries its own hashtag lands in the slot of the tag, with the data it
+//! guards (one slot: a `MULTI` or a script may touch both):
+//! ```no_run
+//! # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+//! let lock = client.rwlock("orders:{42}")?;
+//! assert_eq!(lock.key(), "rwlock:orders:{42}");
+//! assert_eq!(lock.slot(), cluster_rwlock::slot::key_slot(b"orders:{42}:items"));
 //! # Ok(()) }
 //! ```
 //!
 //! # Guarantees
-//! - **Owners.** Holds belong to owner tokens (a UUID per [`LockClient::rwlock`] call, or
-//!   your own with [`RwLock::with_owner`]). Only the owner's guard releases its hold, and a
-//!   release retried after a connection error never removes another hold.
-//! - **Reentrancy.** An owner may hold several times; each guard gives back its own hold.
-//!   An owner that holds write may also take read. An owner that holds only read and asks
-//!   for write gets [`Error::UpgradeDeadlock`] at once instead of waiting forever.
+//! - **Owners.** Holds belong to owner tokens: each hold through a handle has one of its
+//!   own (`<handle's token>:<n>`), and holds through [`RwLock::with_owner`] share the
+//!   token given. Only the owner's guard releases its hold, and a release retried after a
+//!   connection error never removes another hold.
+//! - **Reentrancy, on purpose only.** A guard takes another hold as its owner
+//!   ([`ReadGuard::read_again`], [`WriteGuard::write_again`]), granted at once; holds of
+//!   one explicit owner are reentrant. Each guard gives back its own hold. An explicit
+//!   owner that holds write may also take read; one that holds only read and asks for
+//!   write gets [`Error::UpgradeDeadlock`] at once instead of waiting forever.
 //! - **Writer preference.** Once a writer waits, new readers wait too, and writers are
 //!   served first come, first served: a stream of readers cannot starve a writer.
+//! - **Upgradable reads.** One owner at a time holds an upgradable read
+//!   ([`RwLock::upgradable_read`]); it shares with plain readers and excludes writers.
+//!   [`UpgradableReadGuard::upgrade`] waits for the plain readers to leave (new readers
+//!   wait behind it, as behind a queued writer) and becomes write before any queued
+//!   writer, with a higher fence: no writer gets in between. Writes downgrade to read or
+//!   to upgradable read in one step.
 //! - **Leases.** Every hold has a lease (default 30 s) measured by the server's clock and
 //!   renewed every lease/3 while the guard lives, by one task per client in one pipeline.
 //!   A holder that dies loses its holds after the lease; a lock whose holders all died

@@ -1,4 +1,4 @@
-//! The lock handle.
+//! The lock handle (the rules below are also on the crate page).
 //!
 //! # Ownership
 //! **Every acquire through a [`RwLock`] handle is a hold of its own**, which excludes
@@ -41,8 +41,8 @@ use crate::error::Error;
 /// writer: clones and `Arc`s of one handle shared by several tasks contend as tokio's
 /// `RwLock` does. Holds are reentrant only on purpose: through a guard
 /// ([`ReadGuard::read_again`], [`WriteGuard::write_again`]), or for holds taken as one
-/// explicit owner token ([`with_owner`](Self::with_owner)). See the
-/// [module docs](crate::lock) for the fairness rules.
+/// explicit owner token ([`with_owner`](Self::with_owner)). The crate docs state the
+/// guarantees and fairness rules.
 ///
 /// Cheap to clone.
 ///

@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | `s` | `2 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `2` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any entry (expired entries are looked for only once it has passed); an upper bound of the latest (the key's TTL); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
+//! | `u` | `<owner>` or `<owner> <hold id> <lease-ms>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds |
 //!
 //! Entries:
 //!
@@ -23,8 +24,9 @@
 //! | `q:<owner>` | `<ticket> <deadline-ms> <hold id> <lease-ms>` | a queued writer: its place, the deadline of its intent, and the hold it is handed when its turn comes |
 //! | `t:<ticket>` | owner token | who holds that place in the queue |
 //!
-//! A hold is `<r|w><id>:<fence>`: its mode, the id the client gave it (unique per owner,
-//! so that a retried call never takes or gives back a second hold) and its fence.
+//! A hold is `<r|w|u><id>:<fence>`: its mode (read, write, upgradable read), the id the
+//! client gave it (unique per owner, so that a retried call never takes or gives back a
+//! second hold) and its fence.
 //!
 //! # Cost
 //! Every operation but [`RwLock::state`](crate::RwLock::state) touches O(1) fields: the
@@ -35,9 +37,13 @@
 //!
 //! # Rules
 //! - Write is granted when no one holds and no writer is queued ahead; read when no
-//!   writer holds or is queued (writer preference). An owner that holds may always add a
-//!   hold of the same mode, and a writer may also add read holds; an owner holding only
-//!   read that asks for write gets `UpgradeDeadlock`.
+//!   writer holds, is queued, or waits to upgrade (writer preference); upgradable read as
+//!   read, and when no other owner holds it. An owner that holds may always add a hold
+//!   of the same mode, and a writer may also add read holds; an owner holding only read
+//!   that asks for write gets `UpgradeDeadlock`.
+//! - An upgrade is granted at once when its owner is the only one that holds; else it is
+//!   left pending (in `u`), new readers wait, and the script that lets the last other
+//!   owner out turns the upgradable hold into the write hold, before the writer queue.
 //! - A write attempt that fails queues the writer (first come, first served); the queue
 //!   entry lives for one lease and is refreshed by each attempt. When the lock becomes
 //!   free, the script that freed it grants it to the first queued writer at once (a
@@ -46,8 +52,8 @@
 //!   hash is deleted and created again or a promoted replica missed the last grants
 //!   (as long as the masters' clocks do not step back).
 //! - Releases publish on `<key>:released` who may proceed, and only when someone waits:
-//!   `g <owner> <hold id> <fence>` (the lock was handed to that writer), `*` (anyone) or
-//!   `r` (readers).
+//!   `g <owner> <hold id> <fence>` (the lock was handed to that writer or upgrader), `*`
+//!   (anyone) or `r` (readers).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
