@@ -1,6 +1,6 @@
-//! The machinery behind [`RwLock`]'s acquire methods and the guards: one attempt, the
-//! waiting loop, hand-offs, the clean-up of attempts that end without a grant, and the
-//! calls the guards make (release, downgrade, upgrade).
+//! Acquiring: one attempt, the waiting loop (subscribe, attempt, sleep until a release
+//! message or a deadline), hand-offs, and the clean-up of attempts that end without a
+//! grant.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +9,8 @@ use tokio::time::Instant;
 
 use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
-use crate::guard::Hold;
-use crate::lock::RwLock;
-use crate::scripts::{Attempt, Intent, Mode, Target};
+use crate::hold::{check_owner, Hold, Site};
+use crate::scripts::{Attempt, Intent, Mode};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -53,7 +52,7 @@ enum Outcome {
 /// writer queue or a pending upgrade, a hold handed over while waiting, or a grant whose
 /// reply was lost to an error. Both steps are idempotent.
 struct Leftovers {
-    lock: RwLock,
+    site: Site,
     owner: Arc<str>,
     id: u64,
     write: bool,
@@ -63,23 +62,23 @@ struct Leftovers {
 impl Drop for Leftovers {
     fn drop(&mut self) {
         if self.armed {
-            let (lock, owner, id, write) =
-                (self.lock.clone(), self.owner.clone(), self.id, self.write);
-            lock.inner
+            let (site, owner, id, write) =
+                (self.site.clone(), self.owner.clone(), self.id, self.write);
+            site.inner
                 .clone()
                 .runtime
-                .spawn(async move { lock.abandon(&owner, id, write).await });
+                .spawn(async move { site.abandon(&owner, id, write).await });
         }
     }
 }
 
-impl RwLock {
+impl Site {
     /// One attempt for `owner`, without waiting: `None` when the lock is busy.
     pub(crate) async fn try_hold(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
         check_owner(&owner)?;
         let id = self.inner.next_hold_id();
         let mut leftovers = Leftovers {
-            lock: self.clone(),
+            site: self.clone(),
             owner: owner.clone(),
             id,
             write: ask.writes(),
@@ -108,7 +107,7 @@ impl RwLock {
         let id = inner.next_hold_id();
         let write = ask.writes();
         let mut leftovers = Leftovers {
-            lock: self.clone(),
+            site: self.clone(),
             owner: owner.clone(),
             id,
             write,
@@ -119,7 +118,7 @@ impl RwLock {
         loop {
             if sub.is_none() {
                 if let Some(n) = inner.notifier() {
-                    sub = Some(n.join(self.channel(), self.slot()).await);
+                    sub = Some(n.join(&self.channel, self.slot).await);
                 }
             }
             leftovers.armed = true;
@@ -294,129 +293,24 @@ impl RwLock {
             Attempt::Gone => Err(Error::LockLost),
         }
     }
-
-    /// WAIT on the master of the lock's slot (the node that ran the script).
-    async fn wait_replicas(&self, wanted: u32, timeout: Duration) -> Result<u32> {
-        use fred::interfaces::ClientLike;
-        use fred::types::{ClusterHash, CustomCommand};
-        self.inner
-            .counters
-            .round_trips
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // on the connection that sent the write (each slot has one per node): WAIT counts
-        // that connection's writes
-        let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-        let acked: i64 = self
-            .call(|c| async move {
-                let cmd = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
-                Ok(c.custom(cmd, vec![i64::from(wanted), millis]).await?)
-            })
-            .await?;
-        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
-    }
-
-    /// Gives back hold `id` of `owner` if it exists and, for a writer, leaves the queue
-    /// (or its pending upgrade), in one step.
-    async fn abandon(&self, owner: &str, id: u64, write: bool) {
-        let inner = &self.inner;
-        let t = self.target();
-        let _ = if write {
-            self.call(|c| async move {
-                inner
-                    .scripts
-                    .withdraw(&c, &inner.counters, &t, owner, id)
-                    .await
-            })
-            .await
-        } else {
-            self.release_hold(owner, id, self.release_budget())
-                .await
-                .map(|_| ())
-        };
-    }
-
-    /// How long a release is followed through timeouts and failovers: a lease (a hold not
-    /// given back by then has expired), and at least the command timeout.
-    pub(crate) fn release_budget(&self) -> Duration {
-        let config = &self.inner.config;
-        config.lease.max(config.command_timeout)
-    }
-
-    /// Gives back hold `id` of `owner`, following the cluster for at most `budget`.
-    pub(crate) async fn release_hold(
-        &self,
-        owner: &str,
-        id: u64,
-        budget: Duration,
-    ) -> Result<bool> {
-        let inner = &self.inner;
-        let t = self.target();
-        inner
-            .call_within(self.slot(), budget, |c| async move {
-                inner
-                    .scripts
-                    .release(&c, &inner.counters, &t, owner, id)
-                    .await
-            })
-            .await
-    }
-
-    /// Turns hold `from` of `owner` into hold `to` of mode `mode`; its fence, or `None`
-    /// when `from` was gone.
-    pub(crate) async fn convert_hold(
-        &self,
-        owner: &str,
-        from: u64,
-        to: u64,
-        mode: Mode,
-    ) -> Result<Option<u64>> {
-        let inner = &self.inner;
-        let t = self.target();
-        self.call(|c| async move {
-            inner
-                .scripts
-                .downgrade(
-                    &c,
-                    &inner.counters,
-                    &t,
-                    owner,
-                    from,
-                    to,
-                    mode,
-                    inner.lease_ms(),
-                )
-                .await
-        })
-        .await
-    }
-
-    /// Sends a command for this lock to the node that serves its slot (see
-    /// [`Router::call`](crate::cluster::router::Router::call)).
-    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
-    where
-        F: FnMut(fred::prelude::Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        self.inner.call(self.slot(), op).await
-    }
-
-    pub(crate) fn target(&self) -> Target<'_> {
-        Target {
-            key: self.key(),
-            channel: self.channel(),
-            publish: self.inner.publish,
-        }
-    }
 }
 
-/// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
-pub(crate) fn check_owner(owner: &str) -> Result<()> {
-    if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
-        return Err(Error::InvalidConfig(format!(
-            "owner token {owner:?}: 1 to 256 bytes without whitespace"
-        )));
+impl Hold {
+    /// Another hold of `mode` as the same owner: granted at once while this one lives.
+    pub(crate) async fn again(&self, mode: Mode) -> Result<Hold> {
+        if self.state.is_lost() {
+            return Err(Error::LockLost);
+        }
+        match self
+            .site
+            .try_hold(self.owner.clone(), Ask::Again(mode))
+            .await?
+        {
+            Some(hold) => Ok(hold),
+            // the owner holds nothing any more: this hold is gone
+            None => Err(Error::LockLost),
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -2,11 +2,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use fred::prelude::*;
 
-use crate::cluster::notify::Notifier;
 use crate::cluster::Cluster;
 use crate::config::LockConfig;
 use crate::error::{Error, Result};
@@ -14,64 +12,7 @@ use crate::keys;
 use crate::lease::Keeper;
 use crate::lock::RwLock;
 use crate::scripts::{Counters, Scripts};
-
-pub(crate) struct Inner {
-    /// Connections per node, the slot map and the release subscriptions.
-    pub cluster: Arc<Cluster>,
-    pub scripts: Scripts,
-    pub counters: Counters,
-    pub keeper: Keeper,
-    pub config: LockConfig,
-    /// `spublish` on Redis 7+, `publish` before.
-    pub publish: &'static str,
-    pub runtime: tokio::runtime::Handle,
-    /// A cluster-aware fred client for diagnostics ([`LockClient::redis`]), connected on
-    /// first use; the lock never uses it.
-    diagnostics: Client,
-    diagnostics_started: std::sync::Once,
-    next_hold: AtomicU64,
-}
-
-impl Inner {
-    /// A hold id no other hold of this process has; the random start keeps ids apart
-    /// from other processes that use the same explicit owner token.
-    pub fn next_hold_id(&self) -> u64 {
-        self.next_hold.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The release subscriptions, unless notifications are off.
-    pub fn notifier(&self) -> Option<&Arc<Notifier>> {
-        self.cluster.notifier.as_ref()
-    }
-
-    /// Sends a command for a lock in `slot` to the node that serves it, following the
-    /// cluster for at most the command timeout.
-    pub async fn call<T, F, Fut>(&self, slot: u16, op: F) -> Result<T>
-    where
-        F: FnMut(Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        self.call_within(slot, self.config.command_timeout, op)
-            .await
-    }
-
-    /// As [`call`](Self::call), within `budget`.
-    pub async fn call_within<T, F, Fut>(&self, slot: u16, budget: Duration, op: F) -> Result<T>
-    where
-        F: FnMut(Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        self.cluster.router.call(slot, budget, op).await
-    }
-
-    pub fn closed(&self) -> bool {
-        self.cluster.closed()
-    }
-
-    pub fn lease_ms(&self) -> u64 {
-        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
-    }
-}
+use crate::shared::Inner;
 
 /// A connection to Redis (a cluster or one node) that hands out locks.
 ///

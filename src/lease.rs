@@ -1,6 +1,6 @@
-//! Lease renewal: one task per client renews every held lock every lease/3, in one
-//! pipeline (one round trip per master, whatever the number of locks), and tells a
-//! holder when its lease is lost.
+//! The renewal book: which holds a client renews, by lock key, owner token and hold id,
+//! and the state that tells a holder its lease was lost. The renewal task itself is in
+//! `renewal`.
 //!
 //! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
 //! it), or when no renewal has succeeded for a whole lease by the local monotonic clock
@@ -9,15 +9,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-use crate::client::Inner;
-use crate::lock::RwLock;
-use crate::scripts::RenewItem;
 
 /// The shared state of one hold: whether it was lost.
 #[derive(Debug)]
@@ -48,20 +44,24 @@ impl HoldState {
 }
 
 /// Each owner of a lock with the ids of its holds.
-type OwnerHolds = Vec<(String, Vec<u64>)>;
+pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
-struct Owned {
-    channel: String,
+/// The holds of one owner of one lock.
+pub(crate) struct Owned {
+    channel: Arc<str>,
     /// hold id -> its state
-    holds: HashMap<u64, Arc<HoldState>>,
+    pub holds: HashMap<u64, Arc<HoldState>>,
     /// when the lease runs out unless renewed (local monotonic clock)
-    valid_until: Instant,
+    pub valid_until: Instant,
 }
+
+/// A lock key and an owner token.
+type Holder = (Arc<str>, Arc<str>);
 
 /// The holds of one client, by (key, owner).
 pub(crate) struct Keeper {
-    entries: Mutex<HashMap<(String, String), Owned>>,
-    lease: Duration,
+    entries: Mutex<HashMap<Holder, Owned>>,
+    pub lease: Duration,
     started: std::sync::atomic::AtomicBool,
     /// Renewal rounds and lock renewals sent, for diagnostics.
     pub rounds: AtomicU64,
@@ -79,32 +79,39 @@ impl Keeper {
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Owned>> {
+    pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Holder, Owned>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts renewing hold `id` of `owner`, granted by a call sent at `sent`.
-    pub fn add(&self, lock: &RwLock, owner: &str, id: u64, state: Arc<HoldState>, sent: Instant) {
-        {
-            let mut map = self.map();
-            let entry = map
-                .entry((lock.key().to_string(), owner.to_string()))
-                .or_insert_with(|| Owned {
-                    channel: lock.channel().to_string(),
-                    holds: HashMap::new(),
-                    valid_until: sent + self.lease,
-                });
-            // the owner's lease deadline covers all its holds
-            entry.valid_until = entry.valid_until.max(sent + self.lease);
-            entry.holds.insert(id, state);
-        }
-        self.ensure_task(&lock.inner);
+    /// Starts renewing hold `id` of `owner` on lock `key`, granted by a call sent at
+    /// `sent`. True for the first hold this book ever had: the renewal task is to start.
+    pub fn add(
+        &self,
+        key: &Arc<str>,
+        channel: &Arc<str>,
+        owner: &Arc<str>,
+        id: u64,
+        state: Arc<HoldState>,
+        sent: Instant,
+    ) -> bool {
+        let mut map = self.map();
+        let entry = map
+            .entry((key.clone(), owner.clone()))
+            .or_insert_with(|| Owned {
+                channel: channel.clone(),
+                holds: HashMap::new(),
+                valid_until: sent + self.lease,
+            });
+        // the owner's lease deadline covers all its holds
+        entry.valid_until = entry.valid_until.max(sent + self.lease);
+        entry.holds.insert(id, state);
+        !self.started.swap(true, Ordering::AcqRel)
     }
 
     /// Stops renewing a hold (released, or lost).
-    pub fn remove(&self, key: &str, owner: &str, id: u64) {
+    pub fn remove(&self, key: &Arc<str>, owner: &Arc<str>, id: u64) {
         let mut map = self.map();
-        let k = (key.to_string(), owner.to_string());
+        let k = (key.clone(), owner.clone());
         if let Some(entry) = map.get_mut(&k) {
             entry.holds.remove(&id);
             if entry.holds.is_empty() {
@@ -113,197 +120,123 @@ impl Keeper {
         }
     }
 
-    /// Number of holds being renewed.
-    pub fn held(&self) -> usize {
-        self.map().values().map(|e| e.holds.len()).sum()
-    }
-
-    fn ensure_task(&self, inner: &Arc<Inner>) {
-        // one renewal task per client, started by the first hold
-        if self.started.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let weak = Arc::downgrade(inner);
-        let period = self.lease / 3;
-        inner.runtime.spawn(async move {
-            let mut tick = tokio::time::interval_at(Instant::now() + period, period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(inner) = Weak::upgrade(&weak) else {
-                    return;
-                };
-                if inner.closed() {
-                    return;
-                }
-                renew_round(&inner, period).await;
-            }
-        });
-    }
-}
-
-/// Renews `items` within `budget`: one pipeline per node, all nodes at once, so that a
-/// node that does not answer delays only its own locks; an item whose pipeline failed
-/// (NOSCRIPT, a node that hung or lost its slots) is renewed again on its own, routed
-/// afresh, with the time left.
-async fn renew_all(
-    inner: &Arc<Inner>,
-    items: Vec<RenewItem>,
-    budget: Duration,
-) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
-    let deadline = Instant::now() + budget;
-    let lease_ms = inner.lease_ms();
-    let router = &inner.cluster.router;
-    let slots: Vec<u16> = items
-        .iter()
-        .map(|i| crate::slot::key_slot(i.key.as_bytes()))
-        .collect();
-    // group by node
-    let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> = HashMap::new();
-    for (i, slot) in slots.iter().enumerate() {
-        if let Some(node) = router.node_for(*slot) {
-            groups
-                .entry(node.addr.clone())
-                .or_insert_with(|| (node.clone(), Vec::new()))
-                .1
-                .push(i);
-        }
-    }
-    let mut out: Vec<Option<crate::error::Result<Vec<Vec<u64>>>>> =
-        (0..items.len()).map(|_| None).collect();
-    let batches = groups.into_values().map(|(node, idx)| {
-        let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
-        async move {
-            let pipeline = inner.scripts.renew_pipeline(
-                node.client(0),
-                &inner.counters,
-                inner.publish,
-                lease_ms,
-                &batch,
-            );
-            let replies = tokio::time::timeout_at(deadline, pipeline).await;
-            if replies.is_err() {
-                router.raise_alarm();
-            }
-            (idx, replies.unwrap_or_default())
-        }
-    });
-    for (idx, replies) in futures_util::future::join_all(batches).await {
-        for (i, reply) in idx.into_iter().zip(replies) {
-            out[i] = Some(reply);
-        }
-    }
-    // what failed or was not sent: once more each, routed afresh
-    let again = out.iter().enumerate().filter_map(|(i, r)| match r {
-        Some(Ok(_)) => None,
-        _ => Some(i),
-    });
-    let slots = &slots;
-    let retries = again.map(|i| {
-        let item = &items[i];
-        let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
-        let left = deadline.saturating_duration_since(Instant::now());
-        async move {
-            let t = crate::scripts::Target {
-                key: &item.key,
-                channel: &item.channel,
-                publish: inner.publish,
-            };
-            let reply = inner
-                .call_within(slots[i], left, |c| {
-                    let (t, owners) = (&t, &owners);
-                    async move {
-                        inner
-                            .scripts
-                            .renew(&c, &inner.counters, t, lease_ms, owners)
-                            .await
-                    }
-                })
-                .await;
-            (i, reply)
-        }
-    });
-    for (i, reply) in futures_util::future::join_all(retries).await {
-        out[i] = Some(reply);
-    }
-    out.into_iter()
-        .map(|r| r.unwrap_or(Err(crate::error::Error::Closed)))
-        .collect()
-}
-
-/// Owners of one lock renewed by one script call, at most.
-const RENEW_CHUNK: usize = 500;
-
-/// One renewal round over every held lock.
-async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
-    let keeper = &inner.keeper;
-    let snapshot: Vec<(String, String, OwnerHolds)> = {
-        let map = keeper.map();
-        let mut by_key: HashMap<&str, (String, OwnerHolds)> = HashMap::new();
+    /// Every lock with its channel and its owners' holds, at most `chunk` owners per
+    /// entry (one script call each).
+    pub fn snapshot(&self, chunk: usize) -> Vec<(Arc<str>, Arc<str>, OwnerHolds)> {
+        let map = self.map();
+        let mut by_key: HashMap<&Arc<str>, (Arc<str>, OwnerHolds)> = HashMap::new();
         for ((key, owner), e) in map.iter() {
             by_key
-                .entry(key.as_str())
+                .entry(key)
                 .or_insert_with(|| (e.channel.clone(), Vec::new()))
                 .1
                 .push((owner.clone(), e.holds.keys().copied().collect()));
         }
-        // at most RENEW_CHUNK owners per script call: none holds the server for long
         let mut out = Vec::new();
         for (k, (c, owners)) in by_key {
-            for chunk in owners.chunks(RENEW_CHUNK) {
-                out.push((k.to_string(), c.clone(), chunk.to_vec()));
+            for part in owners.chunks(chunk.max(1)) {
+                out.push((k.clone(), c.clone(), part.to_vec()));
             }
         }
         out
-    };
-    if !snapshot.is_empty() {
-        keeper.rounds.fetch_add(1, Ordering::Relaxed);
-        let locks: std::collections::HashSet<&str> =
-            snapshot.iter().map(|(k, _, _)| k.as_str()).collect();
-        keeper
-            .renewals
-            .fetch_add(locks.len() as u64, Ordering::Relaxed);
-        let items: Vec<RenewItem> = snapshot
-            .iter()
-            .map(|(key, channel, owners)| RenewItem {
-                key: key.clone(),
-                channel: channel.clone(),
-                owners: owners.iter().map(|(o, _)| o.clone()).collect(),
-            })
-            .collect();
-        let sent = Instant::now();
-        let replies = renew_all(inner, items, budget).await;
-        let mut map = keeper.map();
-        for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
-            let Ok(present) = reply else { continue };
-            for ((owner, ids), still) in owners.iter().zip(present) {
-                let k = (key.clone(), owner.clone());
-                let Some(entry) = map.get_mut(&k) else {
-                    continue;
-                };
-                entry.valid_until = entry.valid_until.max(sent + keeper.lease);
-                for id in ids {
-                    if !still.contains(id) {
-                        if let Some(state) = entry.holds.remove(id) {
-                            state.mark_lost();
-                        }
+    }
+
+    /// A renewal sent at `sent` found, for each owner of `key` in `owners`, the hold ids
+    /// in `present`: the others are lost.
+    pub fn renewed(
+        &self,
+        key: &Arc<str>,
+        owners: &OwnerHolds,
+        present: Vec<Vec<u64>>,
+        sent: Instant,
+    ) {
+        let mut map = self.map();
+        for ((owner, ids), still) in owners.iter().zip(present) {
+            let k = (key.clone(), owner.clone());
+            let Some(entry) = map.get_mut(&k) else {
+                continue;
+            };
+            entry.valid_until = entry.valid_until.max(sent + self.lease);
+            for id in ids {
+                if !still.contains(id) {
+                    if let Some(state) = entry.holds.remove(id) {
+                        state.mark_lost();
                     }
                 }
-                if entry.holds.is_empty() {
-                    map.remove(&k);
-                }
+            }
+            if entry.holds.is_empty() {
+                map.remove(&k);
             }
         }
     }
-    // whatever Redis said: a lease not renewed in time is lost
-    let now = Instant::now();
-    let mut map = keeper.map();
-    map.retain(|_, e| {
-        if e.valid_until <= now {
-            e.holds.values().for_each(|s| s.mark_lost());
-            false
-        } else {
-            true
-        }
-    });
+
+    /// Whatever Redis said: a lease not renewed by `now` is lost.
+    pub fn expire(&self, now: Instant) {
+        self.map().retain(|_, e| {
+            if e.valid_until <= now {
+                e.holds.values().for_each(|s| s.mark_lost());
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Number of holds being renewed.
+    pub fn held(&self) -> usize {
+        self.map().values().map(|e| e.holds.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arc(s: &str) -> Arc<str> {
+        s.into()
+    }
+
+    #[tokio::test]
+    async fn holds_are_kept_by_key_owner_and_id() {
+        let keeper = Keeper::new(Duration::from_secs(3));
+        let (k, c) = (arc("rwlock:{a}"), arc("rwlock:{a}:released"));
+        let now = Instant::now();
+        assert!(keeper.add(&k, &c, &arc("o1"), 1, HoldState::new(), now));
+        assert!(!keeper.add(&k, &c, &arc("o1"), 2, HoldState::new(), now));
+        assert!(!keeper.add(&k, &c, &arc("o2"), 3, HoldState::new(), now));
+        assert_eq!(keeper.held(), 3);
+        let snap = keeper.snapshot(1);
+        assert_eq!(snap.len(), 2, "one owner per entry");
+        keeper.remove(&k, &arc("o1"), 1);
+        keeper.remove(&k, &arc("o1"), 1);
+        assert_eq!(keeper.held(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_misses_a_hold_marks_it_lost() {
+        let keeper = Keeper::new(Duration::from_secs(3));
+        let (k, c, o) = (arc("k"), arc("c"), arc("o"));
+        let (kept, gone) = (HoldState::new(), HoldState::new());
+        let now = Instant::now();
+        keeper.add(&k, &c, &o, 1, kept.clone(), now);
+        keeper.add(&k, &c, &o, 2, gone.clone(), now);
+        let owners = vec![(o.clone(), vec![1, 2])];
+        keeper.renewed(&k, &owners, vec![vec![1]], now);
+        assert!(!kept.is_lost());
+        assert!(gone.is_lost());
+        assert_eq!(keeper.held(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_lease_not_renewed_in_time_is_lost() {
+        let keeper = Keeper::new(Duration::from_secs(3));
+        let state = HoldState::new();
+        let now = Instant::now();
+        keeper.add(&arc("k"), &arc("c"), &arc("o"), 1, state.clone(), now);
+        keeper.expire(now + Duration::from_secs(2));
+        assert!(!state.is_lost());
+        keeper.expire(now + Duration::from_secs(3));
+        assert!(state.is_lost());
+        assert_eq!(keeper.held(), 0);
+    }
 }

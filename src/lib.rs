@@ -133,11 +133,13 @@ mod client;
 mod cluster;
 mod config;
 mod error;
-mod guard;
+mod hold;
 pub mod keys;
 mod lease;
 mod lock;
+mod renewal;
 pub mod scripts;
+mod shared;
 pub mod slot;
 
 #[cfg(feature = "testkit")]
@@ -151,6 +153,6 @@ struct ReadmeDoctests;
 pub use client::{ClientStats, LockClient};
 pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
 pub use error::{Error, Result};
-pub use guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use lock::{Holder, LockState, RwLock};
+pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use scripts::Mode;

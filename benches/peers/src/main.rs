@@ -1,10 +1,15 @@
 //! B1 side by side, in one run on one cluster: uncontended acquire+release cycles from
-//! 32 tasks on 32 names, one client per library, for cluster-rwlock and the peers
+//! 32 tasks on 32 names (B1-wide: 512 on 512), one client per library, for
+//! cluster-rwlock and the peers
 //! `rslock` (a SET NX PX mutex; one `LockManager` per master, each name sent to the
 //! master of its slot, since it does not follow a cluster) and `rds_lock` (a read/write
 //! lock; on redis-rs's cluster connection), each with its defaults; and the server
-//! ceiling: a trivial EVALSHA from the same 32 tasks. cluster-rwlock runs first and last,
-//! so that drift of the machine shows.
+//! ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
+//! (batches of 16). cluster-rwlock runs first and last, so that drift of the machine
+//! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec over
+//! all six nodes: time in commands), Redis CPU per cycle (`INFO cpu` user+sys of the six
+//! server processes: commands, I/O and replication) and client CPU per cycle
+//! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
 //! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
@@ -22,6 +27,7 @@ use fred::types::{ClusterHash, CustomCommand};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const TASKS: usize = 32;
+const WIDE: usize = 512;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -35,10 +41,19 @@ where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
+    drive_n(TASKS, secs, cycle).await
+}
+
+/// As [`drive`], from `tasks` tasks.
+async fn drive_n<F, Fut>(tasks_n: usize, secs: Duration, cycle: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
-    for i in 0..TASKS {
+    for i in 0..tasks_n {
         let (stop, done, cycle) = (stop.clone(), done.clone(), cycle.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
@@ -59,14 +74,14 @@ where
     n as f64 / took.as_secs_f64()
 }
 
-async fn ours(seeds: &[String], secs: Duration, tag: &str) -> Result<f64, BoxError> {
+async fn ours(seeds: &[String], secs: Duration, tag: &str, tasks: usize) -> Result<f64, BoxError> {
     let client = LockClient::connect(LockConfig::cluster(seeds.to_vec()).prefix(tag)).await?;
     let locks: Arc<Vec<_>> = Arc::new(
-        (0..TASKS)
+        (0..tasks)
             .map(|i| client.rwlock(&format!("n{i}")))
             .collect::<Result<_, _>>()?,
     );
-    let rate = drive(secs, move |i| {
+    let rate = drive_n(tasks, secs, move |i| {
         let locks = locks.clone();
         async move {
             match locks[i].write().await {
@@ -161,9 +176,9 @@ async fn rds_lock_rate(seeds: &[String], secs: Duration, tag: &str) -> Result<f6
     .await)
 }
 
-/// A trivial EVALSHA from the same tasks, one round trip each: what the server and this
-/// machine allow a call that does nothing.
-async fn ceiling(seeds: &[String], secs: Duration) -> Result<f64, BoxError> {
+/// A trivial EVALSHA from the same tasks, one round trip each (or `batch` calls per
+/// pipeline): what the server and this machine allow a call that does nothing. Calls/s.
+async fn ceiling(seeds: &[String], secs: Duration, batch: usize) -> Result<f64, BoxError> {
     let fred = Builder::from_config(Config::from_url(
         &seeds[0].replace("redis://", "redis-cluster://"),
     )?)
@@ -175,15 +190,133 @@ async fn ceiling(seeds: &[String], secs: Duration) -> Result<f64, BoxError> {
     let rate = drive(secs, move |i| {
         let (fred, sha) = (fred2.clone(), script.sha1().clone());
         async move {
-            let r: Result<i64, _> = fred
-                .evalsha(sha, vec![format!("c{i}")], Vec::<String>::new())
-                .await;
+            if batch <= 1 {
+                let r: Result<i64, _> = fred
+                    .evalsha(sha, vec![format!("c{i}")], Vec::<String>::new())
+                    .await;
+                return r.is_ok();
+            }
+            let pipeline = fred.pipeline();
+            for _ in 0..batch {
+                // the key's slot, so that the cluster client sends it to its master
+                let key = format!("c{i}");
+                let hash = ClusterHash::Custom(key_slot(key.as_bytes()));
+                let cmd = CustomCommand::new_static("EVALSHA", hash, false);
+                let args = vec![sha.to_string(), "1".to_string(), key];
+                let _: Result<(), _> = pipeline.custom(cmd, args).await;
+            }
+            let r: Result<Vec<i64>, _> = pipeline.all().await;
             r.is_ok()
         }
     })
     .await;
     let _ = fred.quit().await;
-    Ok(rate)
+    Ok(rate * batch.max(1) as f64)
+}
+
+/// Counters of the servers and of this process at one moment.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    /// Sum over the nodes of `INFO commandstats` usec.
+    command_us: f64,
+    /// Sum over the nodes of `INFO cpu` used_cpu_user + used_cpu_sys, in µs.
+    server_cpu_us: f64,
+    /// utime + stime of this process, in µs.
+    client_cpu_us: f64,
+}
+
+/// One plain connection per node of the cluster, to read `INFO`.
+struct Probe {
+    nodes: Vec<Client>,
+}
+
+impl Probe {
+    async fn new(seed: &str) -> Result<Probe, BoxError> {
+        let fred = Builder::from_config(Config::from_url(
+            &seed.replace("redis://", "redis-cluster://"),
+        )?)
+        .build()?;
+        fred.init().await?;
+        let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+        let text: String = fred.custom(cmd, vec!["NODES"]).await?;
+        let _ = fred.quit().await;
+        let mut nodes = Vec::new();
+        for line in text.lines() {
+            let Some(addr) = line.split_whitespace().nth(1) else {
+                continue;
+            };
+            let addr = addr.split('@').next().unwrap_or(addr);
+            let node =
+                Builder::from_config(Config::from_url(&format!("redis://{addr}"))?).build()?;
+            node.init().await?;
+            nodes.push(node);
+        }
+        Ok(Probe { nodes })
+    }
+
+    async fn sample(&self) -> Sample {
+        let mut s = Sample {
+            client_cpu_us: client_cpu_us(),
+            ..Sample::default()
+        };
+        for node in &self.nodes {
+            let info: String = node.info(None).await.unwrap_or_default();
+            for line in info.lines() {
+                if let Some(rest) = line.strip_prefix("cmdstat_") {
+                    if let Some(usec) = rest
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix("usec="))
+                        .and_then(|v| v.parse::<f64>().ok())
+                    {
+                        s.command_us += usec;
+                    }
+                } else if let Some(v) = line
+                    .strip_prefix("used_cpu_user:")
+                    .or_else(|| line.strip_prefix("used_cpu_sys:"))
+                {
+                    s.server_cpu_us += v.trim().parse::<f64>().unwrap_or(0.0) * 1e6;
+                }
+            }
+        }
+        s
+    }
+}
+
+/// utime + stime of this process from /proc/self/stat, in µs (100 ticks per second).
+fn client_cpu_us() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // the fields after the command name, which is in parentheses
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) * 10_000.0
+}
+
+struct Row {
+    name: String,
+    rate: f64,
+    /// per cycle: Redis command time, Redis CPU, client CPU (µs)
+    per_cycle: (f64, f64, f64),
+}
+
+async fn measured<Fut>(probe: &Probe, name: &str, secs: Duration, run: Fut) -> Result<Row, BoxError>
+where
+    Fut: std::future::Future<Output = Result<f64, BoxError>>,
+{
+    let before = probe.sample().await;
+    let rate = run.await?;
+    let after = probe.sample().await;
+    let cycles = (rate * secs.as_secs_f64()).max(1.0);
+    Ok(Row {
+        name: name.to_string(),
+        rate,
+        per_cycle: (
+            (after.command_us - before.command_us) / cycles,
+            (after.server_cpu_us - before.server_cpu_us) / cycles,
+            (after.client_cpu_us - before.client_cpu_us) / cycles,
+        ),
+    })
 }
 
 async fn run() -> Result<(), BoxError> {
@@ -200,31 +333,79 @@ async fn run() -> Result<(), BoxError> {
             (c.seed_urls(), Some(c))
         }
     };
+    let probe = Probe::new(&seeds[0]).await?;
     let tag = format!("peers-{}", std::process::id());
-    let mut rows: Vec<(&str, f64)> = Vec::new();
-    rows.push((
-        "cluster-rwlock (first)",
-        ours(&seeds, secs, &format!("{tag}a")).await?,
-    ));
-    rows.push(("rslock 0.7", rslock_rate(&seeds, secs, &tag).await?));
-    rows.push((
-        "rds_lock 1.0",
-        rds_lock_rate(&seeds, secs, &format!("{tag}r")).await?,
-    ));
-    rows.push((
-        "cluster-rwlock (last)",
-        ours(&seeds, secs, &format!("{tag}b")).await?,
-    ));
-    rows.push(("ceiling: EVALSHA return 1", ceiling(&seeds, secs).await?));
-    let mine = (rows[0].1 + rows[3].1) / 2.0;
+    let mut rows = vec![
+        measured(
+            &probe,
+            "cluster-rwlock (first)",
+            secs,
+            ours(&seeds, secs, &format!("{tag}a"), TASKS),
+        )
+        .await?,
+        measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?,
+        measured(
+            &probe,
+            "rds_lock 1.0",
+            secs,
+            rds_lock_rate(&seeds, secs, &format!("{tag}r")),
+        )
+        .await?,
+        measured(
+            &probe,
+            "cluster-rwlock (last)",
+            secs,
+            ours(&seeds, secs, &format!("{tag}b"), TASKS),
+        )
+        .await?,
+        measured(
+            &probe,
+            "ceiling: EVALSHA return 1 (calls)",
+            secs,
+            ceiling(&seeds, secs, 1),
+        )
+        .await?,
+    ];
+    let mine = (rows[0].rate + rows[3].rate) / 2.0;
+    let wide = vec![
+        measured(
+            &probe,
+            "cluster-rwlock, 512 tasks",
+            secs,
+            ours(&seeds, secs, &format!("{tag}w"), WIDE),
+        )
+        .await?,
+        measured(
+            &probe,
+            "ceiling: EVALSHA return 1, pipelined x16 (calls)",
+            secs,
+            ceiling(&seeds, secs, 16),
+        )
+        .await?,
+    ];
     println!(
-        "\n| B1, {TASKS} tasks, {} s each | cycles/s | cluster-rwlock / it |\n|---|---|---|",
+        "\n| B1, {TASKS} tasks, {} s each | cycles/s | cluster-rwlock / it | Redis command µs/cycle | Redis CPU µs/cycle | client CPU µs/cycle |\n|---|---|---|---|---|---|",
         secs.as_secs()
     );
-    for (name, rate) in &rows {
-        println!("| {name} | {rate:.0} | {:.2} x |", mine / rate.max(1e-9));
-        println!(r#"{{"bench":"B1-peers","who":"{name}","cycles_per_s":{rate:.1}}}"#);
+    let wide_rate = wide[0].rate;
+    for (row, base) in rows
+        .iter()
+        .map(|r| (r, mine))
+        .chain(wide.iter().map(|r| (r, wide_rate)))
+    {
+        let (cmd, cpu, client) = row.per_cycle;
+        println!(
+            "| {} | {:.0} | {:.2} x | {cmd:.1} | {cpu:.1} | {client:.1} |",
+            row.name,
+            row.rate,
+            base / row.rate.max(1e-9)
+        );
+        println!(
+            r#"{{"bench":"B1-peers","who":"{}","cycles_per_s":{:.1},"redis_cmd_us":{cmd:.2},"redis_cpu_us":{cpu:.2},"client_cpu_us":{client:.2}}}"#,
+            row.name, row.rate
+        );
     }
+    rows.clear();
     Ok(())
 }
 

@@ -24,13 +24,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod guard;
+
+pub use guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
+
 use crate::acquire::Ask;
-use crate::client::Inner;
 use crate::error::Result;
-use crate::guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
-use crate::keys;
+use crate::hold::Site;
 use crate::scripts::Mode;
-use crate::slot;
+use crate::shared::Inner;
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -68,11 +70,7 @@ use crate::error::Error;
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
-    pub(crate) inner: Arc<Inner>,
-    name: Arc<str>,
-    key: Arc<str>,
-    channel: Arc<str>,
-    slot: u16,
+    site: Site,
     owner: Arc<str>,
     /// The owner token was given by the user: every hold is taken as it (reentrant).
     explicit: bool,
@@ -81,9 +79,9 @@ pub struct RwLock {
 impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RwLock")
-            .field("name", &self.name)
-            .field("key", &self.key)
-            .field("slot", &self.slot)
+            .field("name", &self.site.name)
+            .field("key", &self.site.key)
+            .field("slot", &self.site.slot)
             .field("owner", &self.owner)
             .field("explicit_owner", &self.explicit)
             .finish()
@@ -170,16 +168,31 @@ macro_rules! acquire_doc {
 
 impl RwLock {
     pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String, explicit: bool) -> RwLock {
-        let key = keys::lock_key(&inner.config.prefix, name);
-        let channel = keys::channel(&key);
         RwLock {
-            slot: slot::key_slot(key.as_bytes()),
-            inner,
-            name: name.into(),
-            key: key.into(),
-            channel: channel.into(),
+            site: Site::new(inner, name),
             owner: owner.into(),
             explicit,
+        }
+    }
+
+    fn read_guard(&self, hold: crate::hold::Hold) -> ReadGuard {
+        ReadGuard {
+            hold,
+            lock: self.clone(),
+        }
+    }
+
+    fn write_guard(&self, hold: crate::hold::Hold) -> WriteGuard {
+        WriteGuard {
+            hold,
+            lock: self.clone(),
+        }
+    }
+
+    fn upgradable_guard(&self, hold: crate::hold::Hold) -> UpgradableReadGuard {
+        UpgradableReadGuard {
+            hold,
+            lock: self.clone(),
         }
     }
 
@@ -191,7 +204,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        &self.site.name
     }
 
     /// The hash key that holds the lock's state: `<prefix>:{<name>}`, or `<prefix>:<name>`
@@ -205,7 +218,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn key(&self) -> &str {
-        &self.key
+        &self.site.key
     }
 
     /// The channel that release messages go to: `<key>:released` (same slot).
@@ -216,7 +229,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn channel(&self) -> &str {
-        &self.channel
+        &self.site.channel
     }
 
     /// The key's cluster hash slot, computed locally; equals `CLUSTER KEYSLOT <key>`.
@@ -227,7 +240,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn slot(&self) -> u16 {
-        self.slot
+        self.site.slot
     }
 
     /// The owner token: the one given to [`with_owner`](Self::with_owner), or, for a
@@ -272,7 +285,7 @@ impl RwLock {
         if self.explicit {
             self.owner.clone()
         } else {
-            format!("{}:{}", self.owner, self.inner.next_hold_id()).into()
+            format!("{}:{}", self.owner, self.site.inner.next_hold_id()).into()
         }
     }
 
@@ -288,9 +301,10 @@ impl RwLock {
     /// ```
     pub async fn read(&self) -> Result<ReadGuard> {
         let hold = self
+            .site
             .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), None)
             .await?;
-        Ok(ReadGuard { hold })
+        Ok(self.read_guard(hold))
     }
 
     /// Waits until the write hold is granted.
@@ -305,9 +319,10 @@ impl RwLock {
     /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
         let hold = self
+            .site
             .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), None)
             .await?;
-        Ok(WriteGuard { hold })
+        Ok(self.write_guard(hold))
     }
 
     /// Waits until an upgradable read hold is granted: shared with plain readers, at most
@@ -326,9 +341,10 @@ impl RwLock {
     /// ```
     pub async fn upgradable_read(&self) -> Result<UpgradableReadGuard> {
         let hold = self
+            .site
             .wait_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable), None)
             .await?;
-        Ok(UpgradableReadGuard { hold })
+        Ok(self.upgradable_guard(hold))
     }
 
     /// Waits at most `timeout` for a read hold.
@@ -347,9 +363,10 @@ impl RwLock {
     /// ```
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
         let hold = self
+            .site
             .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), Some(timeout))
             .await?;
-        Ok(ReadGuard { hold })
+        Ok(self.read_guard(hold))
     }
 
     /// Waits at most `timeout` for the write hold.
@@ -365,9 +382,10 @@ impl RwLock {
     /// ```
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
         let hold = self
+            .site
             .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), Some(timeout))
             .await?;
-        Ok(WriteGuard { hold })
+        Ok(self.write_guard(hold))
     }
 
     /// Waits at most `timeout` for an upgradable read hold.
@@ -383,13 +401,14 @@ impl RwLock {
     /// ```
     pub async fn upgradable_read_timeout(&self, timeout: Duration) -> Result<UpgradableReadGuard> {
         let hold = self
+            .site
             .wait_hold(
                 self.hold_owner(),
                 Ask::Hold(Mode::Upgradable),
                 Some(timeout),
             )
             .await?;
-        Ok(UpgradableReadGuard { hold })
+        Ok(self.upgradable_guard(hold))
     }
 
     /// One attempt at a read hold; `None` when the lock is busy.
@@ -405,9 +424,10 @@ impl RwLock {
     /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
         let hold = self
+            .site
             .try_hold(self.hold_owner(), Ask::Hold(Mode::Read))
             .await?;
-        Ok(hold.map(|hold| ReadGuard { hold }))
+        Ok(hold.map(|hold| self.read_guard(hold)))
     }
 
     /// One attempt at the write hold; `None` when the lock is busy. Does not queue.
@@ -423,9 +443,10 @@ impl RwLock {
     /// ```
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
         let hold = self
+            .site
             .try_hold(self.hold_owner(), Ask::Hold(Mode::Write))
             .await?;
-        Ok(hold.map(|hold| WriteGuard { hold }))
+        Ok(hold.map(|hold| self.write_guard(hold)))
     }
 
     /// One attempt at an upgradable read hold; `None` when the lock is busy (a writer
@@ -442,9 +463,10 @@ impl RwLock {
     /// ```
     pub async fn try_upgradable_read(&self) -> Result<Option<UpgradableReadGuard>> {
         let hold = self
+            .site
             .try_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable))
             .await?;
-        Ok(hold.map(|hold| UpgradableReadGuard { hold }))
+        Ok(hold.map(|hold| self.upgradable_guard(hold)))
     }
 
     /// The lock's current state, read in one call (expired entries are left out). O(n)
@@ -466,10 +488,10 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn state(&self) -> Result<LockState> {
-        let inner = &self.inner;
-        let t = self.target();
+        let inner = &self.site.inner;
+        let t = self.site.target();
         let raw = inner
-            .call(self.slot, |c| async move {
+            .call(self.site.slot, |c| async move {
                 inner.scripts.state(&c, &inner.counters, &t).await
             })
             .await?;

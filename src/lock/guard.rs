@@ -1,145 +1,13 @@
 //! RAII guards: a granted hold, renewed while it lives, released when dropped.
 
-use std::sync::Arc;
-
-use tokio::time::Instant;
-
 use crate::acquire::Ask;
-use crate::error::{Error, Result};
-use crate::lease::HoldState;
-use crate::lock::RwLock;
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
+use crate::hold::Hold;
 use crate::scripts::Mode;
 
-/// One hold in Redis; gives itself back when dropped.
-pub(crate) struct Hold {
-    /// The handle it was taken through.
-    pub lock: RwLock,
-    /// The owner token it was taken as.
-    pub owner: Arc<str>,
-    pub id: u64,
-    pub fence: u64,
-    pub mode: Mode,
-    pub state: Arc<HoldState>,
-    /// Released (or handed over): nothing left to give back.
-    pub done: bool,
-}
-
-impl Hold {
-    /// A hold granted by a call sent at `sent`; renewed from now on.
-    pub fn new(
-        lock: RwLock,
-        owner: Arc<str>,
-        id: u64,
-        fence: u64,
-        mode: Mode,
-        sent: Instant,
-    ) -> Hold {
-        let state = HoldState::new();
-        lock.inner
-            .keeper
-            .add(&lock, &owner, id, state.clone(), sent);
-        Hold {
-            lock,
-            owner,
-            id,
-            fence,
-            mode,
-            state,
-            done: false,
-        }
-    }
-
-    /// Stops renewing and hands responsibility to the caller.
-    pub fn forget(&mut self) {
-        self.done = true;
-        self.lock
-            .inner
-            .keeper
-            .remove(self.lock.key(), &self.owner, self.id);
-    }
-
-    pub async fn release(mut self) -> Result<()> {
-        self.forget();
-        let lost = self.state.is_lost();
-        // followed through failovers for up to a lease: after that the hold is gone anyway
-        let released = self
-            .lock
-            .release_hold(&self.owner, self.id, self.lock.release_budget())
-            .await?;
-        if released && !lost {
-            Ok(())
-        } else {
-            self.state.mark_lost();
-            Err(Error::LockLost)
-        }
-    }
-
-    /// Another hold of `mode` as the same owner: granted at once while this one lives.
-    async fn again(&self, mode: Mode) -> Result<Hold> {
-        if self.state.is_lost() {
-            return Err(Error::LockLost);
-        }
-        match self
-            .lock
-            .try_hold(self.owner.clone(), Ask::Again(mode))
-            .await?
-        {
-            Some(hold) => Ok(hold),
-            // the owner holds nothing any more: this hold is gone
-            None => Err(Error::LockLost),
-        }
-    }
-
-    /// Turns this hold into a hold of `mode` in one step (see `lua/downgrade.lua`).
-    async fn convert(mut self, mode: Mode) -> Result<Hold> {
-        let lock = self.lock.clone();
-        let owner = self.owner.clone();
-        let to = lock.inner.next_hold_id();
-        let sent = Instant::now();
-        // sent again through timeouts and failovers: a retry finds the hold the first
-        // call made
-        let fence = lock.convert_hold(&owner, self.id, to, mode).await?;
-        self.forget();
-        match fence {
-            Some(fence) if !self.state.is_lost() => {
-                Ok(Hold::new(lock, owner, to, fence, mode, sent))
-            }
-            Some(_) => {
-                // the lease had been lost: do not hand out a hold nobody protected
-                let _ = lock.release_hold(&owner, to, lock.release_budget()).await;
-                Err(Error::LockLost)
-            }
-            None => {
-                self.state.mark_lost();
-                Err(Error::LockLost)
-            }
-        }
-    }
-
-    /// This upgradable hold made a write hold (`write` came from it): stop renewing it,
-    /// unless its lease had been lost, in which case the write hold goes too.
-    async fn upgraded(mut self, write: Hold) -> Result<Hold> {
-        self.forget();
-        if self.state.is_lost() {
-            let _ = write.release().await;
-            return Err(Error::LockLost);
-        }
-        Ok(write)
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        self.forget();
-        let (lock, owner, id) = (self.lock.clone(), self.owner.clone(), self.id);
-        lock.inner.clone().runtime.spawn(async move {
-            let _ = lock.release_hold(&owner, id, lock.release_budget()).await;
-        });
-    }
-}
+use super::RwLock;
 
 macro_rules! guard_common {
     () => {
@@ -224,6 +92,7 @@ macro_rules! guard_common {
         pub async fn read_again(&self) -> Result<ReadGuard> {
             Ok(ReadGuard {
                 hold: self.hold.again(Mode::Read).await?,
+                lock: self.lock.clone(),
             })
         }
 
@@ -236,7 +105,7 @@ macro_rules! guard_common {
         /// # Ok(()) }
         /// ```
         pub fn lock(&self) -> &RwLock {
-            &self.hold.lock
+            &self.lock
         }
 
         /// Releases the hold now. Fails with [`Error::LockLost`] when the lease had been
@@ -274,6 +143,7 @@ macro_rules! guard_common {
 #[must_use = "if unused the lock is released at once (in the background)"]
 pub struct ReadGuard {
     pub(crate) hold: Hold,
+    pub(crate) lock: RwLock,
 }
 
 impl ReadGuard {
@@ -294,6 +164,7 @@ impl ReadGuard {
 #[must_use = "if unused the lock is released at once (in the background)"]
 pub struct WriteGuard {
     pub(crate) hold: Hold,
+    pub(crate) lock: RwLock,
 }
 
 impl WriteGuard {
@@ -319,6 +190,7 @@ impl WriteGuard {
     pub async fn downgrade(self) -> Result<ReadGuard> {
         Ok(ReadGuard {
             hold: self.hold.convert(Mode::Read).await?,
+            lock: self.lock.clone(),
         })
     }
 
@@ -341,6 +213,7 @@ impl WriteGuard {
     pub async fn downgrade_to_upgradable(self) -> Result<UpgradableReadGuard> {
         Ok(UpgradableReadGuard {
             hold: self.hold.convert(Mode::Upgradable).await?,
+            lock: self.lock.clone(),
         })
     }
 
@@ -364,6 +237,7 @@ impl WriteGuard {
     pub async fn write_again(&self) -> Result<WriteGuard> {
         Ok(WriteGuard {
             hold: self.hold.again(Mode::Write).await?,
+            lock: self.lock.clone(),
         })
     }
 }
@@ -386,6 +260,7 @@ impl WriteGuard {
 #[must_use = "if unused the lock is released at once (in the background)"]
 pub struct UpgradableReadGuard {
     pub(crate) hold: Hold,
+    pub(crate) lock: RwLock,
 }
 
 impl UpgradableReadGuard {
@@ -418,11 +293,12 @@ impl UpgradableReadGuard {
         let ask = Ask::Upgrade { from: self.hold.id };
         let write = self
             .hold
-            .lock
+            .site
             .wait_hold(self.hold.owner.clone(), ask, None)
             .await?;
         Ok(WriteGuard {
             hold: self.hold.upgraded(write).await?,
+            lock: self.lock.clone(),
         })
     }
 
@@ -446,10 +322,11 @@ impl UpgradableReadGuard {
     /// ```
     pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
         let ask = Ask::Upgrade { from: self.hold.id };
-        let lock = self.hold.lock.clone();
-        match lock.try_hold(self.hold.owner.clone(), ask).await? {
+        let site = self.hold.site.clone();
+        match site.try_hold(self.hold.owner.clone(), ask).await? {
             Some(write) => Ok(Ok(WriteGuard {
                 hold: self.hold.upgraded(write).await?,
+                lock: self.lock.clone(),
             })),
             None => Ok(Err(self)),
         }
@@ -473,6 +350,7 @@ impl UpgradableReadGuard {
     pub async fn downgrade(self) -> Result<ReadGuard> {
         Ok(ReadGuard {
             hold: self.hold.convert(Mode::Read).await?,
+            lock: self.lock.clone(),
         })
     }
 }
@@ -482,7 +360,7 @@ macro_rules! guard_debug {
         impl std::fmt::Debug for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($t))
-                    .field("name", &self.hold.lock.name())
+                    .field("name", &self.lock.name())
                     .field("owner", &self.hold.owner)
                     .field("mode", &self.hold.mode)
                     .field("fence", &self.hold.fence)

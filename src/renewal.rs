@@ -1,0 +1,161 @@
+//! Lease renewal: one task per client renews every held lock every lease/3, in one
+//! pipeline per node (one round trip per master, whatever the number of locks), and tells
+//! a holder when its lease is lost (see `lease`).
+//!
+//! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
+//! it), or when no renewal has succeeded for a whole lease by the local monotonic clock
+//! (counted from when the last successful renewal, or the grant, was SENT): from then on
+//! another owner may hold the lock, whatever Redis says later.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::scripts::RenewItem;
+use crate::shared::Inner;
+
+/// Starts the client's renewal task (once).
+pub(crate) fn start(inner: &Arc<Inner>) {
+    let weak = Arc::downgrade(inner);
+    let period = inner.keeper.lease / 3;
+    inner.runtime.spawn(async move {
+        let mut tick = tokio::time::interval_at(Instant::now() + period, period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(inner) = Weak::upgrade(&weak) else {
+                return;
+            };
+            if inner.closed() {
+                return;
+            }
+            renew_round(&inner, period).await;
+        }
+    });
+}
+
+/// Renews `items` within `budget`: one pipeline per node, all nodes at once, so that a
+/// node that does not answer delays only its own locks; an item whose pipeline failed
+/// (NOSCRIPT, a node that hung or lost its slots) is renewed again on its own, routed
+/// afresh, with the time left.
+async fn renew_all(
+    inner: &Arc<Inner>,
+    items: Vec<RenewItem>,
+    budget: Duration,
+) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
+    let deadline = Instant::now() + budget;
+    let lease_ms = inner.lease_ms();
+    let router = &inner.cluster.router;
+    let slots: Vec<u16> = items
+        .iter()
+        .map(|i| crate::slot::key_slot(i.key.as_bytes()))
+        .collect();
+    // group by node
+    let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> = HashMap::new();
+    for (i, slot) in slots.iter().enumerate() {
+        if let Some(node) = router.node_for(*slot) {
+            groups
+                .entry(node.addr.clone())
+                .or_insert_with(|| (node.clone(), Vec::new()))
+                .1
+                .push(i);
+        }
+    }
+    let mut out: Vec<Option<crate::error::Result<Vec<Vec<u64>>>>> =
+        (0..items.len()).map(|_| None).collect();
+    let batches = groups.into_values().map(|(node, idx)| {
+        let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
+        async move {
+            let pipeline = inner.scripts.renew_pipeline(
+                node.client(0),
+                &inner.counters,
+                inner.publish,
+                lease_ms,
+                &batch,
+            );
+            let replies = tokio::time::timeout_at(deadline, pipeline).await;
+            if replies.is_err() {
+                router.raise_alarm();
+            }
+            (idx, replies.unwrap_or_default())
+        }
+    });
+    for (idx, replies) in futures_util::future::join_all(batches).await {
+        for (i, reply) in idx.into_iter().zip(replies) {
+            out[i] = Some(reply);
+        }
+    }
+    // what failed or was not sent: once more each, routed afresh
+    let again = out.iter().enumerate().filter_map(|(i, r)| match r {
+        Some(Ok(_)) => None,
+        _ => Some(i),
+    });
+    let slots = &slots;
+    let retries = again.map(|i| {
+        let item = &items[i];
+        let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        async move {
+            let t = crate::scripts::Target {
+                key: &item.key,
+                channel: &item.channel,
+                publish: inner.publish,
+            };
+            let reply = inner
+                .call_within(slots[i], left, |c| {
+                    let (t, owners) = (&t, &owners);
+                    async move {
+                        inner
+                            .scripts
+                            .renew(&c, &inner.counters, t, lease_ms, owners)
+                            .await
+                    }
+                })
+                .await;
+            (i, reply)
+        }
+    });
+    for (i, reply) in futures_util::future::join_all(retries).await {
+        out[i] = Some(reply);
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or(Err(crate::error::Error::Closed)))
+        .collect()
+}
+
+/// Owners of one lock renewed by one script call, at most.
+const RENEW_CHUNK: usize = 500;
+
+/// One renewal round over every held lock.
+async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
+    let keeper = &inner.keeper;
+    // at most RENEW_CHUNK owners per script call: none holds the server for long
+    let snapshot = keeper.snapshot(RENEW_CHUNK);
+    if !snapshot.is_empty() {
+        keeper.rounds.fetch_add(1, Ordering::Relaxed);
+        let locks: std::collections::HashSet<&Arc<str>> =
+            snapshot.iter().map(|(k, _, _)| k).collect();
+        keeper
+            .renewals
+            .fetch_add(locks.len() as u64, Ordering::Relaxed);
+        let items: Vec<RenewItem> = snapshot
+            .iter()
+            .map(|(key, channel, owners)| RenewItem {
+                key: key.to_string(),
+                channel: channel.to_string(),
+                owners: owners.iter().map(|(o, _)| o.to_string()).collect(),
+            })
+            .collect();
+        let sent = Instant::now();
+        let replies = renew_all(inner, items, budget).await;
+        for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
+            if let Ok(present) = reply {
+                keeper.renewed(key, owners, present, sent);
+            }
+        }
+    }
+    keeper.expire(Instant::now());
+}
