@@ -276,3 +276,56 @@ fn check_scheme(url: &str) -> Result<()> {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configurations_are_typed_errors() {
+        let ok = LockConfig::cluster(["redis://127.0.0.1:7000"]);
+        assert!(ok.to_fred().is_ok());
+        for bad in [
+            ok.clone().lease(Duration::from_millis(10)),
+            ok.clone().connections(0),
+            ok.clone().retry_interval(Duration::ZERO),
+            ok.clone().command_timeout(Duration::ZERO),
+            ok.clone().prefix("a{b}"),
+            LockConfig::cluster(["http://127.0.0.1:7000"]),
+            LockConfig::cluster(Vec::<String>::new()),
+        ] {
+            assert!(
+                matches!(bad.to_fred(), Err(Error::InvalidConfig(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn urls_are_checked_by_scheme() {
+        for good in [
+            "redis://h:1",
+            "rediss://h:1",
+            "redis-cluster://h:1",
+            "rediss-cluster://h:1",
+        ] {
+            assert!(check_scheme(good).is_ok(), "{good}");
+        }
+        for bad in ["h:1", "http://h:1", "redis:/h", ""] {
+            assert!(check_scheme(bad).is_err(), "{bad}");
+        }
+        assert!(LockConfig::from_url("not a url").is_err());
+        assert!(LockConfig::from_url("redis://127.0.0.1:6379").is_ok());
+    }
+
+    #[test]
+    fn several_seeds_make_one_clustered_config() {
+        let c = LockConfig::cluster(["redis://a:7000", "redis://b:7001"])
+            .to_fred()
+            .unwrap();
+        match c.server {
+            ServerConfig::Clustered { hosts, .. } => assert_eq!(hosts.len(), 2),
+            other => panic!("{other:?}"),
+        }
+    }
+}

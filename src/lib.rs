@@ -156,3 +156,34 @@ pub use error::{Error, Result};
 pub use lock::{Holder, LockState, RwLock};
 pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use scripts::Mode;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<LockClient>();
+        send_sync::<RwLock>();
+        send_sync::<ReadGuard>();
+        send_sync::<WriteGuard>();
+        send_sync::<UpgradableReadGuard>();
+        send_sync::<LockState>();
+        send_sync::<LockConfig>();
+        send_sync::<Error>();
+    }
+
+    /// Compiled, never run: the futures of the API can be spawned.
+    #[allow(dead_code)]
+    fn futures_are_send(lock: &RwLock, w: WriteGuard, u: UpgradableReadGuard) {
+        send(&lock.read());
+        send(&lock.write_timeout(std::time::Duration::ZERO));
+        send(&lock.try_upgradable_read());
+        send(&lock.state());
+        send(&w.downgrade());
+        send(&u.upgrade());
+    }
+}

@@ -580,3 +580,89 @@ fn parse_renew(key: &str, reply: Value) -> Result<Vec<Vec<u64>>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+
+    #[test]
+    fn error_codes_of_the_scripts_become_typed_errors() {
+        let wrong = list(vec![Value::Integer(-3), Value::from("string")]);
+        match status("k", wrong) {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!((key.as_str(), found.as_str()), ("k", "string"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let corrupt = list(vec![Value::Integer(-4), Value::from("s")]);
+        assert!(matches!(status("k", corrupt), Err(Error::Corrupt { field, .. }) if field == "s"));
+        assert!(matches!(
+            status("k", Value::from("OK")),
+            Err(Error::Protocol(_))
+        ));
+        assert!(matches!(status("k", list(vec![])), Err(Error::Protocol(_))));
+        let ok = status("k", list(vec![Value::Integer(1), Value::from("42")])).unwrap();
+        assert_eq!(number(ok.get(1)).unwrap(), 42);
+    }
+
+    #[test]
+    fn numbers_from_the_server_are_checked_not_cast() {
+        assert_eq!(
+            number(Some(&Value::from("18446744073709551615"))).ok(),
+            None
+        );
+        assert!(number(Some(&Value::Integer(-1))).is_err());
+        assert!(number(None).is_err());
+        assert_eq!(number(Some(&Value::from("7"))).unwrap(), 7);
+        assert!(count(&Value::Integer(-2)).is_err());
+        assert!(count(&Value::Integer(i64::from(u32::MAX) + 1)).is_err());
+        assert_eq!(count(&Value::Integer(3)).unwrap(), 3);
+        assert!(int(&Value::from("x")).is_err());
+        assert!(text(&Value::Bytes(vec![0xff, 0xfe].into())).is_err());
+    }
+
+    #[test]
+    fn renew_replies_list_the_ids_each_owner_still_holds() {
+        let reply = list(vec![
+            Value::Integer(1),
+            list(vec![Value::from("3 4"), Value::from(""), Value::from("9")]),
+        ]);
+        assert_eq!(
+            parse_renew("k", reply).unwrap(),
+            vec![vec![3, 4], vec![], vec![9]]
+        );
+        let bad = list(vec![Value::Integer(1), list(vec![Value::from("3 x")])]);
+        assert!(matches!(parse_renew("k", bad), Err(Error::Protocol(_))));
+        let no_list = list(vec![Value::Integer(1)]);
+        assert!(parse_renew("k", no_list).is_err());
+    }
+
+    #[test]
+    fn script_arguments_are_the_ones_the_lua_expects() {
+        assert_eq!(
+            [Mode::Read, Mode::Write, Mode::Upgradable].map(Mode::arg),
+            ["r", "w", "u"]
+        );
+        assert_eq!(
+            [Intent::Try, Intent::Wait, Intent::Again].map(Intent::arg),
+            ["0", "1", "2"]
+        );
+    }
+
+    #[test]
+    fn every_script_starts_with_the_owner_line_and_the_shared_head() {
+        for (text, owner_arg) in [
+            (lua!("acquire.lua", 2), "2"),
+            (lua!("release.lua", 1), "1"),
+            (lua!("renew.lua", 0), "0"),
+        ] {
+            assert!(text.starts_with(&format!("local OWNER_ARG = {owner_arg}\n")));
+            assert!(text.contains("local function finish(publish)"));
+            assert!(text.contains("KEYS[1]"));
+        }
+    }
+}

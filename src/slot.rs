@@ -70,3 +70,34 @@ pub(crate) fn parse_cluster_slots(reply: fred::prelude::Value) -> Option<Vec<Slo
     out.sort();
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis_for_known_keys() {
+        // values from CLUSTER KEYSLOT
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b""), 0);
+        assert_eq!(
+            key_slot(b"{user1000}.following"),
+            key_slot(b"{user1000}.followers")
+        );
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+    }
+
+    #[test]
+    fn the_hashtag_rule_is_redis_rule() {
+        assert_eq!(hashtag(b"a{b}c"), b"b");
+        assert_eq!(
+            hashtag(b"a{}c"),
+            b"a{}c",
+            "an empty tag hashes the whole key"
+        );
+        assert_eq!(hashtag(b"a{b"), b"a{b");
+        assert_eq!(hashtag(b"{a}{b}"), b"a", "the first tag counts");
+        assert_eq!(hashtag(b"}{a}"), b"a");
+    }
+}

@@ -414,3 +414,35 @@ impl Notifier {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_messages_are_parsed_in_one_place() {
+        assert!(matches!(Wake::parse("r"), Wake::Readers));
+        assert!(matches!(Wake::parse("*"), Wake::Anyone));
+        match Wake::parse("g job-17 5 123") {
+            Wake::Granted { owner, id, fence } => {
+                assert_eq!((owner.as_str(), id, fence), ("job-17", 5, 123))
+            }
+            _ => panic!("a hand-off"),
+        }
+        // unreadable: everyone looks for themselves
+        assert!(matches!(Wake::parse("g job-17 x 1"), Wake::Anyone));
+        assert!(matches!(Wake::parse("g"), Wake::Anyone));
+        assert!(matches!(Wake::parse(""), Wake::Anyone));
+    }
+
+    #[test]
+    fn a_hand_off_concerns_only_its_writer() {
+        let g = Wake::parse("g a 1 2");
+        assert!(g.concerns(true, "a"));
+        assert!(!g.concerns(true, "b"));
+        assert!(!g.concerns(false, "a"));
+        assert!(Wake::Readers.concerns(false, "x"));
+        assert!(!Wake::Readers.concerns(true, "x"));
+        assert!(Wake::Anyone.concerns(true, "x"));
+    }
+}
