@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
 use crate::hold::{check_owner, Hold, Site};
+use crate::observe;
 use crate::scripts::{Attempt, Intent, Mode};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
@@ -75,6 +76,38 @@ impl Drop for Leftovers {
 impl Site {
     /// One attempt for `owner`, without waiting: `None` when the lock is busy.
     pub(crate) async fn try_hold(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+        let began = Instant::now();
+        let result = self.try_hold_once(owner, ask).await;
+        let (fence, outcome) = match &result {
+            Ok(Some(hold)) => (Some(hold.fence), observe::Outcome::Granted),
+            Ok(None) => (None, observe::Outcome::Busy),
+            Err(_) => (None, observe::Outcome::Failed),
+        };
+        self.observe(ask, began, 1, fence, outcome);
+        result
+    }
+
+    fn observe(
+        &self,
+        ask: Ask,
+        began: Instant,
+        attempts: u32,
+        fence: Option<u64>,
+        outcome: observe::Outcome,
+    ) {
+        let label_name = self.inner.config.metrics_lock_names;
+        observe::acquired(
+            &self.name,
+            label_name,
+            ask.mode(),
+            began.elapsed(),
+            attempts,
+            fence,
+            outcome,
+        );
+    }
+
+    async fn try_hold_once(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
         check_owner(&owner)?;
         let id = self.inner.next_hold_id();
         let mut leftovers = Leftovers {
@@ -92,13 +125,38 @@ impl Site {
         }
     }
 
-    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
-    /// this waiter or the deadline the attempt returned, again.
+    /// Waits for a hold (see `wait_loop`), traced and counted.
     pub(crate) async fn wait_hold(
         &self,
         owner: Arc<str>,
         ask: Ask,
         timeout: Option<Duration>,
+    ) -> Result<Hold> {
+        let began = Instant::now();
+        let _waiting = observe::Waiting::start();
+        let mut attempts = 0;
+        let wait = self.wait_loop(owner, ask, timeout, &mut attempts);
+        #[cfg(feature = "tracing")]
+        let wait =
+            tracing::Instrument::instrument(wait, observe::acquire_span(&self.name, ask.mode()));
+        let result = wait.await;
+        let (fence, outcome) = match &result {
+            Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),
+            Err(Error::Timeout(_)) => (None, observe::Outcome::TimedOut),
+            Err(_) => (None, observe::Outcome::Failed),
+        };
+        self.observe(ask, began, attempts, fence, outcome);
+        result
+    }
+
+    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
+    /// this waiter or the deadline the attempt returned, again.
+    async fn wait_loop(
+        &self,
+        owner: Arc<str>,
+        ask: Ask,
+        timeout: Option<Duration>,
+        attempts: &mut u32,
     ) -> Result<Hold> {
         check_owner(&owner)?;
         let deadline = timeout.map(|t| Instant::now() + t);
@@ -122,6 +180,7 @@ impl Site {
                 }
             }
             leftovers.armed = true;
+            *attempts += 1;
             let attempt = self.attempt(&owner, ask, id, true);
             let outcome = match deadline {
                 None => attempt.await,
@@ -176,6 +235,7 @@ impl Site {
                             // the releaser handed the lock over: no further round trip
                             match self.handed_over(&owner, id, fence).await {
                                 Ok(hold) => {
+                                    observe::handed_over(&self.name, fence);
                                     leftovers.armed = false;
                                     return Ok(hold);
                                 }

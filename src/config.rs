@@ -45,6 +45,7 @@ pub struct LockConfig {
     pub(crate) command_timeout: Duration,
     pub(crate) retry_interval: Duration,
     pub(crate) connections: usize,
+    pub(crate) metrics_lock_names: bool,
 }
 
 impl LockConfig {
@@ -85,7 +86,21 @@ impl LockConfig {
             command_timeout: Duration::from_secs(5),
             retry_interval: Duration::from_millis(50),
             connections: 2,
+            metrics_lock_names: false,
         }
+    }
+
+    /// With the cargo feature `metrics`: label the per-mode metrics with the lock name too
+    /// (default off: the number of names is unbounded, and so would the number of series
+    /// be). Use it only with a small, fixed set of names.
+    ///
+    /// ```
+    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
+    ///     .metrics_lock_names(true);
+    /// ```
+    pub fn metrics_lock_names(mut self, on: bool) -> LockConfig {
+        self.metrics_lock_names = on;
+        self
     }
 
     /// Key prefix (default `rwlock`); it may not contain `{` or `}`.

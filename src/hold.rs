@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lease::HoldState;
+use crate::observe;
 use crate::scripts::{Mode, Target};
 use crate::shared::Inner;
 use crate::slot;
@@ -173,6 +174,8 @@ pub(crate) struct Hold {
     pub state: Arc<HoldState>,
     /// Released (or handed over): nothing left to give back.
     pub done: bool,
+    /// When the grant was sent (for the hold-time metric).
+    pub granted: Instant,
 }
 
 impl Hold {
@@ -193,6 +196,7 @@ impl Hold {
         {
             crate::renewal::start(inner);
         }
+        observe::held(inner.keeper.held());
         Hold {
             site,
             owner,
@@ -201,7 +205,19 @@ impl Hold {
             mode,
             state,
             done: false,
+            granted: sent,
         }
+    }
+
+    fn observe_release(&self, ok: bool) {
+        let label_name = self.site.inner.config.metrics_lock_names;
+        observe::released(
+            &self.site.name,
+            label_name,
+            self.mode,
+            self.granted.elapsed(),
+            ok,
+        );
     }
 
     /// Stops renewing and hands responsibility to the caller.
@@ -211,6 +227,7 @@ impl Hold {
             .inner
             .keeper
             .remove(&self.site.key, &self.owner, self.id);
+        observe::held(self.site.inner.keeper.held());
     }
 
     pub async fn release(mut self) -> Result<()> {
@@ -221,6 +238,7 @@ impl Hold {
             .site
             .release_hold(&self.owner, self.id, self.site.release_budget())
             .await?;
+        self.observe_release(released && !lost);
         if released && !lost {
             Ok(())
         } else {
@@ -273,6 +291,7 @@ impl Drop for Hold {
             return;
         }
         self.forget();
+        self.observe_release(true);
         let (site, owner, id) = (self.site.clone(), self.owner.clone(), self.id);
         site.inner.clone().runtime.spawn(async move {
             let _ = site.release_hold(&owner, id, site.release_budget()).await;

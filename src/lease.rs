@@ -160,6 +160,7 @@ impl Keeper {
             for id in ids {
                 if !still.contains(id) {
                     if let Some(state) = entry.holds.remove(id) {
+                        crate::observe::lost(key, owner, "the renewal found the hold gone");
                         state.mark_lost();
                     }
                 }
@@ -172,8 +173,9 @@ impl Keeper {
 
     /// Whatever Redis said: a lease not renewed by `now` is lost.
     pub fn expire(&self, now: Instant) {
-        self.map().retain(|_, e| {
+        self.map().retain(|(key, owner), e| {
             if e.valid_until <= now {
+                crate::observe::lost(key, owner, "no renewal succeeded for a lease");
                 e.holds.values().for_each(|s| s.mark_lost());
                 false
             } else {

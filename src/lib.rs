@@ -137,6 +137,7 @@ mod hold;
 pub mod keys;
 mod lease;
 mod lock;
+mod observe;
 mod renewal;
 pub mod scripts;
 mod shared;

@@ -151,11 +151,14 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
             .collect();
         let sent = Instant::now();
         let replies = renew_all(inner, items, budget).await;
+        let mut failed = 0;
         for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
-            if let Ok(present) = reply {
-                keeper.renewed(key, owners, present, sent);
+            match reply {
+                Ok(present) => keeper.renewed(key, owners, present, sent),
+                Err(_) => failed += 1,
             }
         }
+        crate::observe::renewal_round(snapshot.len(), failed, sent.elapsed());
     }
     keeper.expire(Instant::now());
 }

@@ -134,6 +134,19 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// `"read"`, `"write"` or `"upgradable"`: the label of metrics and traces.
+    ///
+    /// ```
+    /// assert_eq!(cluster_rwlock::Mode::Write.as_str(), "write");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Read => "read",
+            Mode::Write => "write",
+            Mode::Upgradable => "upgradable",
+        }
+    }
+
     fn arg(self) -> &'static str {
         match self {
             Mode::Read => "r",
@@ -221,6 +234,7 @@ impl Scripts {
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 counters.reloads.fetch_add(1, Ordering::Relaxed);
+                crate::observe::script_reloaded();
                 counters.round_trips.fetch_add(2, Ordering::Relaxed);
                 script.load(client).await?;
                 Ok(client.evalsha(script.sha1().clone(), keys, args).await?)

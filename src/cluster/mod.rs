@@ -248,6 +248,7 @@ impl Cluster {
         }
         self.router.commit(routes);
         if moved {
+            crate::observe::owners_changed();
             // more may follow (the other masters' failovers, a migration's next slots)
             self.router.raise_alarm();
         }

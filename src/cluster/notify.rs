@@ -306,6 +306,9 @@ impl Notifier {
             .filter(|(_, e)| e.node.as_deref() == Some(addr))
             .map(|(c, e)| (c.clone(), e.slot))
             .collect();
+        if !channels.is_empty() {
+            crate::observe::resubscribing(addr, channels.len());
+        }
         for (c, slot) in channels {
             // where the slot is served now (the node may have been demoted meanwhile)
             if let Some(node) = self.router.node_for(slot) {

@@ -260,7 +260,11 @@ impl Probe {
             ..Sample::default()
         };
         for node in &self.nodes {
-            let info: String = node.info(None).await.unwrap_or_default();
+            let cmd = CustomCommand::new_static("INFO", ClusterHash::FirstKey, false);
+            let info: String = node
+                .custom(cmd, vec!["everything"])
+                .await
+                .unwrap_or_default();
             for line in info.lines() {
                 if let Some(rest) = line.strip_prefix("cmdstat_") {
                     if let Some(usec) = rest

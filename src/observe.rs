@@ -1,0 +1,210 @@
+//! Instrumentation, in one place: `tracing` events and spans (cargo feature `tracing`)
+//! and metrics through the `metrics` facade (cargo feature `metrics`). Without the
+//! features every function here is empty and compiles away.
+//!
+//! # Metrics
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `cluster_rwlock_grants_total` | counter | `mode` |
+//! | `cluster_rwlock_timeouts_total` | counter | `mode` |
+//! | `cluster_rwlock_handoffs_total` | counter | - (a release handed the lock to a waiting writer or upgrader) |
+//! | `cluster_rwlock_lost_total` | counter | - (holds whose lease was lost) |
+//! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
+//! | `cluster_rwlock_script_reloads_total` | counter | - |
+//! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |
+//! | `cluster_rwlock_hold_seconds` | histogram | `mode` |
+//! | `cluster_rwlock_held` | gauge | - (holds this process renews) |
+//! | `cluster_rwlock_waiting` | gauge | - (acquires waiting in this process) |
+//!
+//! Labels never carry the lock name (its cardinality is unbounded), unless
+//! [`LockConfig::metrics_lock_names`](crate::LockConfig::metrics_lock_names) is set: then
+//! the per-mode series get a `lock` label too.
+//!
+//! # Tracing
+//! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
+//! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
+//! at `warn` for a lost lease, a change of slot owners (failover, slot move) and a
+//! subscriber connection made again. Nothing above `debug` on the hot path.
+
+#![cfg_attr(
+    not(any(feature = "tracing", feature = "metrics")),
+    allow(unused_variables)
+)]
+
+use std::time::Duration;
+
+use crate::scripts::Mode;
+
+/// How an acquire ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Granted,
+    Busy,
+    TimedOut,
+    Failed,
+}
+
+impl Outcome {
+    #[cfg(feature = "tracing")]
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Granted => "granted",
+            Outcome::Busy => "busy",
+            Outcome::TimedOut => "timeout",
+            Outcome::Failed => "error",
+        }
+    }
+}
+
+/// The span an acquire runs in.
+#[cfg(feature = "tracing")]
+pub(crate) fn acquire_span(name: &str, mode: Mode) -> tracing::Span {
+    tracing::debug_span!("acquire", lock = name, mode = mode.as_str())
+}
+
+/// An acquire ended: `lock` is the name when names are labelled, for metrics.
+pub(crate) fn acquired(
+    name: &str,
+    label_name: bool,
+    mode: Mode,
+    waited: Duration,
+    attempts: u32,
+    fence: Option<u64>,
+    outcome: Outcome,
+) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        lock = name,
+        mode = mode.as_str(),
+        wait_ms = waited.as_secs_f64() * 1e3,
+        attempts,
+        fence,
+        outcome = outcome.as_str(),
+        "acquire ended"
+    );
+    #[cfg(feature = "metrics")]
+    {
+        let labels = labels(name, label_name, mode);
+        match outcome {
+            Outcome::Granted => {
+                metrics::counter!("cluster_rwlock_grants_total", labels.clone()).increment(1);
+                metrics::histogram!("cluster_rwlock_acquire_wait_seconds", labels)
+                    .record(waited.as_secs_f64());
+            }
+            Outcome::TimedOut => {
+                metrics::counter!("cluster_rwlock_timeouts_total", labels).increment(1)
+            }
+            Outcome::Busy | Outcome::Failed => {}
+        }
+    }
+}
+
+/// A release handed the lock to this waiting writer (or upgrader).
+pub(crate) fn handed_over(name: &str, fence: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(lock = name, fence, "handed over by a release");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_handoffs_total").increment(1);
+}
+
+/// A hold was given back after `held_for`.
+pub(crate) fn released(name: &str, label_name: bool, mode: Mode, held_for: Duration, ok: bool) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        lock = name,
+        mode = mode.as_str(),
+        held_ms = held_for.as_secs_f64() * 1e3,
+        ok,
+        "released"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(
+        "cluster_rwlock_hold_seconds",
+        labels(name, label_name, mode)
+    )
+    .record(held_for.as_secs_f64());
+}
+
+/// A hold's lease was lost (`why`: the renewal found it gone, or none succeeded in time).
+pub(crate) fn lost(key: &str, owner: &str, why: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(key, owner, why, "lease lost");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_lost_total").increment(1);
+}
+
+/// A renewal round renewed `locks` locks in `took`; `failed` of them could not be.
+pub(crate) fn renewal_round(locks: usize, failed: usize, took: Duration) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        locks,
+        failed,
+        took_ms = took.as_secs_f64() * 1e3,
+        "renewal round"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_renewals_total").increment((locks - failed) as u64);
+}
+
+/// A script was loaded again after NOSCRIPT (e.g. on a promoted replica).
+pub(crate) fn script_reloaded() {
+    #[cfg(feature = "tracing")]
+    tracing::debug!("script loaded again after NOSCRIPT");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_script_reloads_total").increment(1);
+}
+
+/// The number of holds this process renews.
+pub(crate) fn held(n: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("cluster_rwlock_held").set(n as f64);
+}
+
+/// Acquires waiting in this process.
+#[cfg(feature = "metrics")]
+static WAITING: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Counts an acquire as waiting while it lives.
+pub(crate) struct Waiting;
+
+impl Waiting {
+    pub fn start() -> Waiting {
+        #[cfg(feature = "metrics")]
+        {
+            let n = WAITING.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            metrics::gauge!("cluster_rwlock_waiting").set(n as f64);
+        }
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        {
+            let n = WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) - 1;
+            metrics::gauge!("cluster_rwlock_waiting").set(n as f64);
+        }
+    }
+}
+
+/// The slot owners changed (a failover, a slot move).
+pub(crate) fn owners_changed() {
+    #[cfg(feature = "tracing")]
+    tracing::warn!("slot owners changed (failover or slot move): routing follows");
+}
+
+/// A subscriber connection was made again; its channels are subscribed again.
+pub(crate) fn resubscribing(node: &str, channels: usize) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(node, channels, "subscriber reconnected: subscribing again");
+}
+
+#[cfg(feature = "metrics")]
+fn labels(name: &str, label_name: bool, mode: Mode) -> Vec<metrics::Label> {
+    let mut labels = vec![metrics::Label::new("mode", mode.as_str())];
+    if label_name {
+        labels.push(metrics::Label::new("lock", name.to_string()));
+    }
+    labels
+}
