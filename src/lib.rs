@@ -127,6 +127,7 @@
 //! # Layout
 //! The hash layout and the scripts' rules are documented in [`scripts`].
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquire;
 mod client;
@@ -144,6 +145,7 @@ mod shared;
 pub mod slot;
 
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
 
 /// The README's examples, compiled as doctests.

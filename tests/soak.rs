@@ -2,7 +2,7 @@
 //! while a master is paused and unpaused midway. No overlap, no hang, flat client memory,
 //! and nothing left in Redis afterwards.
 //!
-//! 20 s by default; `SOAK_SECONDS=300 cargo test --test soak -- --nocapture` for the long run.
+//! 20 s by default; `SOAK_SECONDS=300 cargo test --features testkit --test soak -- --nocapture` for the long run.
 
 mod common;
 
