@@ -6,8 +6,8 @@
 //! lock; on redis-rs's cluster connection), each with its defaults; and the server
 //! ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
 //! (batches of 16). cluster-rwlock runs first and last, so that drift of the machine
-//! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec over
-//! all six nodes: time in commands), Redis CPU per cycle (`INFO cpu` user+sys of the six
+//! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec of
+//! the commands clients send, EVALSHA, EVAL and SET, on the masters: time in commands), Redis CPU per cycle (`INFO cpu` user+sys of the six
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
@@ -217,7 +217,8 @@ async fn ceiling(seeds: &[String], secs: Duration, batch: usize) -> Result<f64, 
 /// Counters of the servers and of this process at one moment.
 #[derive(Clone, Copy, Default)]
 struct Sample {
-    /// Sum over the nodes of `INFO commandstats` usec.
+    /// Sum over the masters of `INFO commandstats` usec of the commands clients send
+    /// (EVALSHA, EVAL, SET: the calls a script makes are inside its time).
     command_us: f64,
     /// Sum over the nodes of `INFO cpu` used_cpu_user + used_cpu_sys, in µs.
     server_cpu_us: f64,
@@ -227,7 +228,8 @@ struct Sample {
 
 /// One plain connection per node of the cluster, to read `INFO`.
 struct Probe {
-    nodes: Vec<Client>,
+    /// (connection, is a master)
+    nodes: Vec<(Client, bool)>,
 }
 
 impl Probe {
@@ -242,14 +244,16 @@ impl Probe {
         let _ = fred.quit().await;
         let mut nodes = Vec::new();
         for line in text.lines() {
-            let Some(addr) = line.split_whitespace().nth(1) else {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
                 continue;
             };
+            let master = flags.contains("master");
             let addr = addr.split('@').next().unwrap_or(addr);
             let node =
                 Builder::from_config(Config::from_url(&format!("redis://{addr}"))?).build()?;
             node.init().await?;
-            nodes.push(node);
+            nodes.push((node, master));
         }
         Ok(Probe { nodes })
     }
@@ -259,7 +263,7 @@ impl Probe {
             client_cpu_us: client_cpu_us(),
             ..Sample::default()
         };
-        for node in &self.nodes {
+        for (node, master) in &self.nodes {
             let cmd = CustomCommand::new_static("INFO", ClusterHash::FirstKey, false);
             let info: String = node
                 .custom(cmd, vec!["everything"])
@@ -267,6 +271,12 @@ impl Probe {
                 .unwrap_or_default();
             for line in info.lines() {
                 if let Some(rest) = line.strip_prefix("cmdstat_") {
+                    let sent = ["evalsha:", "evalsha_ro:", "eval:", "set:"]
+                        .iter()
+                        .any(|c| rest.starts_with(c));
+                    if !*master || !sent {
+                        continue;
+                    }
                     if let Some(usec) = rest
                         .split(',')
                         .find_map(|kv| kv.strip_prefix("usec="))
