@@ -72,6 +72,30 @@ pub fn lock_key(prefix: &str, name: &str) -> String {
     }
 }
 
+/// The lock name whose key is `key` under `prefix`, or `None` when `key` is not a lock
+/// key of that prefix (the inverse of [`lock_key`]).
+///
+/// ```
+/// use cluster_rwlock::keys::{lock_key, lock_name};
+/// assert_eq!(lock_name("locks", "locks:{orders:42}").as_deref(), Some("orders:42"));
+/// assert_eq!(lock_name("locks", &lock_key("locks", "a{b}c")).as_deref(), Some("a{b}c"));
+/// assert_eq!(lock_name("locks", "locks:x"), None);
+/// assert_eq!(lock_name("other", "locks:{x}"), None);
+/// ```
+pub fn lock_name(prefix: &str, key: &str) -> Option<String> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix(':')?;
+    let wrapped = rest
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .filter(|inner| lock_key(prefix, inner) == key);
+    let name = match wrapped {
+        Some(inner) => inner,
+        None if has_own_tag(rest) => rest,
+        None => return None,
+    };
+    (check_name(name).is_ok()).then(|| name.to_string())
+}
+
 /// Whether `name` carries a non-empty hashtag by Redis's rule.
 fn has_own_tag(name: &str) -> bool {
     crate::slot::hashtag(name.as_bytes()).len() != name.len()
@@ -112,6 +136,24 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn keys_give_back_their_names() {
+        for name in [
+            "orders:42",
+            "orders:{42}",
+            "a{}b",
+            "{}",
+            "x}y",
+            "{u}:profile",
+            "a:released",
+        ] {
+            let key = lock_key("rwlock", name);
+            assert_eq!(lock_name("rwlock", &key).as_deref(), Some(name), "{key}");
+        }
+        assert_eq!(lock_name("rwlock", "rwlock:plain"), None);
+        assert_eq!(lock_name("rwlock", "rwlockx:{a}"), None);
     }
 
     #[test]

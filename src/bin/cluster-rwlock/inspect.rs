@@ -1,0 +1,154 @@
+//! `inspect` and `list`.
+
+use std::time::Duration;
+
+use cluster_rwlock::{LockClient, LockState, Mode};
+use fred::prelude::*;
+use fred::types::scan::{ScanType, Scanner};
+use futures_util::StreamExt;
+use serde_json::{json, Value as Json};
+
+use crate::args::{glob, Cli, InspectArgs, ListArgs};
+use crate::{code, fail};
+
+fn mode(m: Option<Mode>) -> &'static str {
+    m.map_or("free", |m| m.as_str())
+}
+
+/// A lock's state as JSON.
+pub fn state_json(client: &LockClient, name: &str, s: &LockState) -> Json {
+    let lock = client.rwlock(name).ok();
+    let slot = lock.as_ref().map(|l| l.slot());
+    json!({
+        "name": name,
+        "key": lock.as_ref().map(|l| l.key().to_string()),
+        "slot": slot,
+        "master": slot.and_then(|s| client.node_for_slot(s)),
+        "mode": mode(s.mode),
+        "fence": s.fence,
+        "holders": s.holders.iter().map(|h| json!({
+            "owner": h.owner,
+            "mode": h.mode.as_str(),
+            "read": h.read_holds,
+            "write": h.write_holds,
+            "upgradable": h.upgradable_holds,
+            "lease_left_ms": u64::try_from(h.lease_left.as_millis()).unwrap_or(u64::MAX),
+        })).collect::<Vec<_>>(),
+        "waiting_writers": s.waiting_writers,
+    })
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
+    let lock = match client.rwlock(&a.name) {
+        Ok(l) => l,
+        Err(e) => return fail("bad lock name", &e),
+    };
+    let s = match lock.state().await {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("cannot read {}", a.name), &e),
+    };
+    if a.json {
+        println!("{}", state_json(client, &a.name, &s));
+        return 0;
+    }
+    let master = client
+        .node_for_slot(lock.slot())
+        .unwrap_or_else(|| "?".into());
+    println!("lock     {}", a.name);
+    println!("key      {}", lock.key());
+    println!("slot     {} on {master}", lock.slot());
+    println!("mode     {}", mode(s.mode));
+    println!("fence    {}", s.fence.map_or("-".into(), |f| f.to_string()));
+    println!("holders  {}", s.holders.len());
+    for h in &s.holders {
+        println!(
+            "  {}  {}  read {} write {} upgradable {}  lease {}",
+            h.owner,
+            h.mode.as_str(),
+            h.read_holds,
+            h.write_holds,
+            h.upgradable_holds,
+            secs(h.lease_left)
+        );
+    }
+    println!("waiting writers {}", s.waiting_writers.len());
+    for w in &s.waiting_writers {
+        println!("  {w}");
+    }
+    0
+}
+
+/// Every lock key under the prefix, on every master.
+async fn lock_keys(client: &LockClient, prefix: &str) -> Result<Vec<String>, Error> {
+    let redis = client.redis();
+    redis.wait_for_connect().await?;
+    let pattern = format!("{prefix}:*");
+    let mut pages = if redis.is_clustered() {
+        redis
+            .scan_cluster(pattern, Some(1000), Some(ScanType::Hash))
+            .boxed()
+    } else {
+        redis
+            .scan(pattern, Some(1000), Some(ScanType::Hash))
+            .boxed()
+    };
+    let mut keys = Vec::new();
+    while let Some(page) = pages.next().await {
+        let mut page = page?;
+        for k in page.take_results().unwrap_or_default() {
+            if let Some(k) = k.as_str() {
+                keys.push(k.to_string());
+            }
+        }
+        page.next();
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
+    let keys = match lock_keys(client, &cli.prefix).await {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("cluster-rwlock: SCAN failed: {e}");
+            return code::UNAVAILABLE;
+        }
+    };
+    let mut out = Vec::new();
+    for key in keys {
+        let Some(name) = cluster_rwlock::keys::lock_name(&cli.prefix, &key) else {
+            continue;
+        };
+        if !glob(&a.pattern, &name) {
+            continue;
+        }
+        let Ok(lock) = client.rwlock(&name) else {
+            continue;
+        };
+        match lock.state().await {
+            Ok(s) if a.json => out.push(state_json(client, &name, &s)),
+            Ok(s) => println!(
+                "{name}\t{}\t{} holder(s)\t{} waiting\tfence {}\tslot {} on {}",
+                mode(s.mode),
+                s.holders.len(),
+                s.waiting_writers.len(),
+                s.fence.map_or("-".into(), |f| f.to_string()),
+                lock.slot(),
+                client
+                    .node_for_slot(lock.slot())
+                    .unwrap_or_else(|| "?".into())
+            ),
+            // gone meanwhile, or not one of ours: say so, go on
+            Err(e) => eprintln!("cluster-rwlock: {name}: {e}"),
+        }
+    }
+    if a.json {
+        println!("{}", Json::Array(out));
+    }
+    0
+}

@@ -1,0 +1,82 @@
+//! `cluster-rwlock`: take a distributed read/write lock from the shell, and look at locks.
+//! Built with the cargo feature `cli`.
+
+mod args;
+mod connect;
+mod inspect;
+mod run;
+mod watch;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// Exit codes, as `flock(1)`, `timeout(1)` and sysexits.h have them.
+pub mod code {
+    /// Bad arguments.
+    pub const USAGE: i32 = 64;
+    /// Redis could not be reached, or answered with an error.
+    pub const UNAVAILABLE: i32 = 69;
+    /// The lease was lost while the command ran.
+    pub const LOST: i32 = 70;
+    /// The lock was not granted within `--timeout`.
+    pub const BUSY: i32 = 75;
+    /// The command could not be run.
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: i32 = 127;
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let usage = e.use_stderr();
+            let _ = e.print();
+            std::process::exit(if usage { code::USAGE } else { 0 });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cluster-rwlock: cannot start the runtime: {e}");
+            std::process::exit(code::UNAVAILABLE);
+        }
+    };
+    let status = runtime.block_on(async move {
+        let client = match connect::client(&cli).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("cluster-rwlock: cannot connect to {}: {e}", cli.url);
+                return code::UNAVAILABLE;
+            }
+        };
+        let status = match &cli.command {
+            Command::Run(a) => run::run(&client, a).await,
+            Command::Inspect(a) => inspect::inspect(&client, a).await,
+            Command::List(a) => inspect::list(&client, &cli, a).await,
+            Command::Watch(a) => watch::watch(&client, &cli, a).await,
+        };
+        client.close().await;
+        status
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    std::process::exit(status);
+}
+
+/// Prints an error of the library and returns its exit code.
+pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
+    eprintln!("cluster-rwlock: {what}: {e}");
+    match e {
+        cluster_rwlock::Error::Timeout(_) => code::BUSY,
+        cluster_rwlock::Error::InvalidName(_) | cluster_rwlock::Error::InvalidConfig(_) => {
+            code::USAGE
+        }
+        cluster_rwlock::Error::LockLost => code::LOST,
+        _ => code::UNAVAILABLE,
+    }
+}

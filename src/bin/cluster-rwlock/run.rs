@@ -1,0 +1,179 @@
+//! `run`: hold the lock while a command runs.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use cluster_rwlock::{LockClient, ReadGuard, WriteGuard};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::args::{OnLost, RunArgs};
+use crate::{code, fail};
+
+/// A read or write guard.
+enum Guard {
+    Read(ReadGuard),
+    Write(WriteGuard),
+}
+
+impl Guard {
+    fn fence(&self) -> u64 {
+        match self {
+            Guard::Read(g) => g.fence(),
+            Guard::Write(g) => g.fence(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Guard::Read(g) => g.lost().await,
+            Guard::Write(g) => g.lost().await,
+        }
+    }
+
+    async fn release(self) -> cluster_rwlock::Result<()> {
+        match self {
+            Guard::Read(g) => g.release().await,
+            Guard::Write(g) => g.release().await,
+        }
+    }
+}
+
+async fn acquire(client: &LockClient, a: &RunArgs) -> Result<Option<Guard>, i32> {
+    let lock = client
+        .rwlock(&a.name)
+        .map_err(|e| fail("bad lock name", &e))?;
+    let got = match (a.write, a.timeout) {
+        (true, Some(t)) if t.is_zero() => lock.try_write().await.map(|g| g.map(Guard::Write)),
+        (false, Some(t)) if t.is_zero() => lock.try_read().await.map(|g| g.map(Guard::Read)),
+        (true, Some(t)) => lock.write_timeout(t).await.map(|g| Some(Guard::Write(g))),
+        (false, Some(t)) => lock.read_timeout(t).await.map(|g| Some(Guard::Read(g))),
+        (true, None) => lock.write().await.map(|g| Some(Guard::Write(g))),
+        (false, None) => lock.read().await.map(|g| Some(Guard::Read(g))),
+    };
+    got.map_err(|e| fail(&format!("cannot acquire {}", a.name), &e))
+}
+
+fn spawn(a: &RunArgs, client: &LockClient, guard: &Guard) -> Result<Child, i32> {
+    let lock = client
+        .rwlock(&a.name)
+        .map_err(|e| fail("bad lock name", &e))?;
+    let (program, args) = a.command.split_first().ok_or(code::USAGE)?;
+    Command::new(program)
+        .args(args)
+        .env("CLUSTER_RWLOCK_FENCE", guard.fence().to_string())
+        .env("CLUSTER_RWLOCK_KEY", lock.key())
+        .env("CLUSTER_RWLOCK_NAME", &a.name)
+        .env(
+            "CLUSTER_RWLOCK_MODE",
+            if a.write { "write" } else { "read" },
+        )
+        .spawn()
+        .map_err(|e| {
+            eprintln!("cluster-rwlock: cannot run {program}: {e}");
+            match e.kind() {
+                std::io::ErrorKind::NotFound => code::NOT_FOUND,
+                _ => code::NOT_EXECUTABLE,
+            }
+        })
+}
+
+/// Sends `sig` to the child (if it still runs).
+fn send(child: &Child, sig: i32) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with the pid of our own child and a valid signal number
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// The shell's convention: the status, or 128 + the signal that ended it.
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(code::UNAVAILABLE)
+}
+
+/// Stops the child: SIGTERM, then SIGKILL after `grace` (or SIGKILL at once).
+async fn stop(child: &mut Child, kill_at_once: bool, grace: Duration) -> i32 {
+    if kill_at_once {
+        let _ = child.start_kill();
+    } else {
+        send(child, libc::SIGTERM);
+    }
+    let status = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    status.map(exit_code).unwrap_or(code::UNAVAILABLE)
+}
+
+pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        eprintln!("cluster-rwlock: cannot handle signals");
+        return code::UNAVAILABLE;
+    };
+    // Ctrl-C while waiting: give up (nothing is left behind)
+    let guard = tokio::select! {
+        g = acquire(client, a) => g,
+        _ = interrupt.recv() => return 128 + libc::SIGINT,
+        _ = terminate.recv() => return 128 + libc::SIGTERM,
+    };
+    let guard = match guard {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            eprintln!("cluster-rwlock: {} is busy", a.name);
+            return code::BUSY;
+        }
+        Err(code) => return code,
+    };
+    let mut child = match spawn(a, client, &guard) {
+        Ok(c) => c,
+        Err(code) => {
+            let _ = guard.release().await;
+            return code;
+        }
+    };
+    let mut lost = false;
+    let status = loop {
+        tokio::select! {
+            s = child.wait() => break s.map(exit_code).unwrap_or(code::UNAVAILABLE),
+            _ = guard.lost(), if !lost => {
+                lost = true;
+                eprintln!("cluster-rwlock: the lease of {} was lost", a.name);
+                match a.on_lost {
+                    OnLost::Ignore => {}
+                    OnLost::Term | OnLost::Kill => {
+                        stop(&mut child, a.on_lost == OnLost::Kill, a.grace).await;
+                        break code::LOST;
+                    }
+                }
+            }
+            _ = interrupt.recv() => break stop(&mut child, false, a.grace).await,
+            _ = terminate.recv() => break stop(&mut child, false, a.grace).await,
+        }
+    };
+    match guard.release().await {
+        Ok(()) if !lost => status,
+        Ok(()) | Err(cluster_rwlock::Error::LockLost) => {
+            if !lost {
+                eprintln!("cluster-rwlock: the lease of {} had been lost", a.name);
+            }
+            code::LOST
+        }
+        // the hold expires after its lease: the command's status still counts
+        Err(e) => {
+            eprintln!("cluster-rwlock: release of {}: {e}", a.name);
+            status
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The `cluster-rwlock` binary run as a process against the test bed: what `run` hands
+//! to its command, its exit codes, mutual exclusion between two processes, a lost lease,
+//! `inspect --json` and `list`.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::testkit::TestCluster;
+use common::{client, cluster, locks_on, prefix};
+use fred::interfaces::KeysInterface;
+use serde_json::Value as Json;
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cluster-rwlock");
+
+/// The binary with the cluster's first seed (a plain `redis://` URL: cluster mode is
+/// detected) and `prefix`.
+fn cli(cluster: &TestCluster, prefix: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env("CLUSTER_RWLOCK_URL", &cluster.seed_urls()[0])
+        .args(["--prefix", prefix])
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn output(mut cmd: Command) -> Output {
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the CLI finished within 60 s")
+        .expect("the CLI ran")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_hands_the_fence_to_the_command_and_returns_its_status() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-run");
+    let dir = std::env::temp_dir().join(format!("{prefix}-env"));
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "--write", "job:{7}", "--", "sh", "-c"]).arg(format!(
+        "echo \"$CLUSTER_RWLOCK_FENCE $CLUSTER_RWLOCK_KEY $CLUSTER_RWLOCK_NAME $CLUSTER_RWLOCK_MODE\" > {}; exit 7",
+        dir.display()
+    ));
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(7), "stderr: {}", text(&out.stderr));
+    let env = std::fs::read_to_string(&dir).expect("the command wrote its environment");
+    let _ = std::fs::remove_file(&dir);
+    let parts: Vec<&str> = env.split_whitespace().collect();
+    let fence: u64 = parts[0].parse().expect("a numeric fence");
+    assert!(fence > 0);
+    assert_eq!(
+        parts[1..],
+        [format!("{prefix}:job:{{7}}").as_str(), "job:{7}", "write"]
+    );
+
+    // the lock was released when the command ended: a library writer gets it at once,
+    // with a higher fence
+    let client = client(cluster, &prefix).await;
+    let w = client.rwlock("job:{7}").unwrap().try_write().await.unwrap();
+    let w = w.expect("released after the command");
+    assert!(w.fence() > fence);
+
+    // busy: --timeout 0 gives up at once with 75 and does not run the command
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "run",
+        "--read",
+        "job:{7}",
+        "--timeout",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(75), "stderr: {}", text(&out.stderr));
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "run",
+        "--write",
+        "job:{7}",
+        "--timeout",
+        "300ms",
+        "--",
+        "true",
+    ]);
+    let began = Instant::now();
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(75), "stderr: {}", text(&out.stderr));
+    assert!(began.elapsed() >= Duration::from_millis(300));
+    w.release().await.unwrap();
+
+    // a command that cannot be found: 127; the lock is not left held
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "--write", "job:{7}", "--", "/no/such/program"]);
+    assert_eq!(output(cmd).await.status.code(), Some(127));
+    let r = client.rwlock("job:{7}").unwrap().try_write().await.unwrap();
+    r.expect("free after a failed spawn")
+        .release()
+        .await
+        .unwrap();
+
+    // bad arguments: 64; Redis unreachable: 69
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "job", "--", "true"]);
+    assert_eq!(output(cmd).await.status.code(), Some(64));
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--url", "redis://127.0.0.1:1", "inspect", "x"]);
+    assert_eq!(output(cmd).await.status.code(), Some(69));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_never_overlap() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-excl");
+    let log = std::env::temp_dir().join(format!("{prefix}.log"));
+    // each command appends "<start ns> <end ns>" after holding for 200 ms
+    let script = format!(
+        "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"$s $e\" >> {}",
+        log.display()
+    );
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let mut cmd = cli(cluster, &prefix);
+            cmd.args([
+                "run",
+                "--write",
+                "shared-job",
+                "--timeout",
+                "30s",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(&script);
+            tokio::spawn(output(cmd))
+        })
+        .collect();
+    for run in runs {
+        let out = run.await.unwrap();
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    }
+    let written = std::fs::read_to_string(&log).expect("log");
+    let _ = std::fs::remove_file(&log);
+    let mut spans: Vec<(u128, u128)> = written
+        .lines()
+        .map(|l| {
+            let mut p = l.split_whitespace().map(|x| x.parse::<u128>().unwrap());
+            (p.next().unwrap(), p.next().unwrap())
+        })
+        .collect();
+    assert_eq!(spans.len(), 4, "{written}");
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "two commands overlapped: {pair:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_terminates_the_command_with_70() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-lost");
+    let client = client(cluster, &prefix).await;
+    let key = client.rwlock("lost").unwrap().key().to_string();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "--lease", "1500ms", "run", "--write", "lost", "--grace", "2s", "--", "sleep", "60",
+    ]);
+    let began = Instant::now();
+    let run = tokio::spawn(output(cmd));
+    // wait until it holds, then delete the hash behind its back
+    let lock = client.rwlock("lost").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lock.state().await.unwrap().holders.is_empty() {
+        assert!(Instant::now() < deadline, "the CLI never took the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deleted = Instant::now();
+    let _: i64 = client.redis().del(&key).await.unwrap();
+    let out = run.await.unwrap();
+    assert_eq!(out.status.code(), Some(70), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("lost"), "{}", text(&out.stderr));
+    // told within a renewal interval or so, and the command was stopped (not 60 s)
+    assert!(
+        deleted.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        deleted.elapsed()
+    );
+    assert!(began.elapsed() < Duration::from_secs(30));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_list_show_the_holders_on_every_master() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-look");
+    let client = client(cluster, &prefix).await;
+    let held = client.rwlock("inspected").unwrap().with_owner("job-17");
+    let w = held.write().await.unwrap();
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "inspected", "--json"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let j: Json = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
+    assert_eq!(j["mode"], "write");
+    assert_eq!(j["fence"].as_u64(), Some(w.fence()));
+    assert_eq!(j["slot"].as_u64(), Some(u64::from(held.slot())));
+    assert_eq!(j["holders"][0]["owner"], "job-17");
+    assert_eq!(j["holders"][0]["write"], 1);
+    assert!(j["holders"][0]["lease_left_ms"].as_u64().unwrap() > 0);
+    assert!(j["master"].is_string());
+
+    // one read lock on each master
+    let mut names = HashSet::new();
+    let mut guards = Vec::new();
+    for slot in [0, 8000, 16000] {
+        let master = cluster.master_for_slot(slot).await.unwrap();
+        let lock = locks_on(cluster, &client, &master, 1, "spread-")
+            .await
+            .remove(0);
+        names.insert(lock.name().to_string());
+        guards.push(lock.read().await.unwrap());
+    }
+    assert_eq!(names.len(), 3);
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["list", "spread-*", "--json"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let listed: Json = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    let listed = listed.as_array().unwrap();
+    let found: HashSet<String> = listed
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(found, names, "the pattern keeps out `inspected`");
+    let masters: HashSet<&str> = listed
+        .iter()
+        .map(|l| l["master"].as_str().unwrap())
+        .collect();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+    assert!(listed.iter().all(|l| l["mode"] == "read"));
+
+    // the plain listing: one line per lock
+    let mut cmd = cli(cluster, &prefix);
+    cmd.arg("list");
+    let out = output(cmd).await;
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        4,
+        "{}",
+        text(&out.stdout)
+    );
+
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    w.release().await.unwrap();
+    client.close().await;
+}
