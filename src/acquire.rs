@@ -10,8 +10,9 @@ use tokio::time::Instant;
 use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
 use crate::hold::{check_owner, Hold, Site};
+use crate::mode::Mode;
 use crate::observe;
-use crate::scripts::{Attempt, Intent, Mode};
+use crate::scripts::{Attempt, Intent};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);

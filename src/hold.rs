@@ -10,8 +10,9 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lease::HoldState;
+use crate::mode::Mode;
 use crate::observe;
-use crate::scripts::{Mode, Target};
+use crate::scripts::Target;
 use crate::shared::Inner;
 use crate::slot;
 

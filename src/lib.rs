@@ -138,6 +138,7 @@ mod hold;
 pub mod keys;
 mod lease;
 mod lock;
+mod mode;
 mod observe;
 mod renewal;
 pub mod scripts;
@@ -158,7 +159,7 @@ pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
 pub use error::{Error, Result};
 pub use lock::{Holder, LockState, RwLock};
 pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};
-pub use scripts::Mode;
+pub use mode::Mode;
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,7 @@
 
 use std::time::Duration;
 
-use crate::scripts::Mode;
+use crate::mode::Mode;
 
 /// How an acquire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

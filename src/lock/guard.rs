@@ -5,7 +5,7 @@ use crate::acquire::Ask;
 use crate::error::Error;
 use crate::error::Result;
 use crate::hold::Hold;
-use crate::scripts::Mode;
+use crate::mode::Mode;
 
 use super::RwLock;
 

@@ -31,7 +31,7 @@ pub use guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
 use crate::acquire::Ask;
 use crate::error::Result;
 use crate::hold::Site;
-use crate::scripts::Mode;
+use crate::mode::Mode;
 use crate::shared::Inner;
 
 #[cfg(doc)]

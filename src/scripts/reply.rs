@@ -1,0 +1,163 @@
+//! The scripts' replies, parsed in one place: every number is checked, never cast, and
+//! the error codes of `lua/lib.lua` become typed errors.
+
+use fred::prelude::*;
+
+use crate::error::{Error, Result};
+
+/// The reply of the state script.
+pub(crate) struct RawState {
+    pub fence: Option<u64>,
+    pub holders: Vec<RawHolder>,
+    pub queued: Vec<String>,
+}
+
+/// One owner's holds in [`RawState`].
+pub(crate) struct RawHolder {
+    pub owner: String,
+    pub read: u32,
+    pub write: u32,
+    pub upgradable: u32,
+    pub lease_left_ms: u64,
+}
+
+/// A count of holds: a non-negative integer that fits in `u32`.
+pub(super) fn count(v: &Value) -> Result<u32> {
+    let i = int(v)?;
+    u32::try_from(i).map_err(|_| Error::Protocol(format!("count out of range: {i}")))
+}
+
+/// The reply as a list, with the scripts' error codes (see `lua/lib.lua`) turned into errors.
+pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
+    let Value::Array(parts) = reply else {
+        return Err(Error::Protocol(format!("expected a list, got {reply:?}")));
+    };
+    match code(&parts)? {
+        -3 => Err(Error::WrongType {
+            key: key.to_string(),
+            found: text_or(parts.get(1)),
+        }),
+        -4 => Err(Error::Corrupt {
+            key: key.to_string(),
+            field: text_or(parts.get(1)),
+        }),
+        _ => Ok(parts),
+    }
+}
+
+pub(super) fn code(parts: &[Value]) -> Result<i64> {
+    parts
+        .first()
+        .map(int)
+        .transpose()?
+        .ok_or_else(|| Error::Protocol("empty reply".into()))
+}
+
+pub(super) fn int(v: &Value) -> Result<i64> {
+    match v {
+        Value::Integer(i) => Ok(*i),
+        other => text(other)?
+            .parse()
+            .map_err(|_| Error::Protocol(format!("expected an integer, got {other:?}"))),
+    }
+}
+
+pub(super) fn number(v: Option<&Value>) -> Result<u64> {
+    let v = v.ok_or_else(|| Error::Protocol("missing number".into()))?;
+    let i = int(v)?;
+    u64::try_from(i).map_err(|_| Error::Protocol(format!("negative number {i}")))
+}
+
+pub(super) fn text(v: &Value) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s.to_string()),
+        Value::Bytes(b) => String::from_utf8(b.to_vec())
+            .map_err(|_| Error::Protocol("invalid UTF-8 in reply".into())),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Null => Ok(String::new()),
+        other => Err(Error::Protocol(format!("expected text, got {other:?}"))),
+    }
+}
+
+fn text_or(v: Option<&Value>) -> String {
+    v.and_then(|v| text(v).ok()).unwrap_or_else(|| "?".into())
+}
+
+pub(super) fn parse_renew(key: &str, reply: Value) -> Result<Vec<Vec<u64>>> {
+    let parts = status(key, reply)?;
+    let Some(Value::Array(list)) = parts.get(1) else {
+        return Err(Error::Protocol("renew: no list".into()));
+    };
+    list.iter()
+        .map(|v| {
+            text(v)?
+                .split_whitespace()
+                .map(|id| {
+                    id.parse()
+                        .map_err(|_| Error::Protocol(format!("renew: hold id {id:?}")))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+
+    #[test]
+    fn error_codes_of_the_scripts_become_typed_errors() {
+        let wrong = list(vec![Value::Integer(-3), Value::from("string")]);
+        match status("k", wrong) {
+            Err(Error::WrongType { key, found }) => {
+                assert_eq!((key.as_str(), found.as_str()), ("k", "string"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let corrupt = list(vec![Value::Integer(-4), Value::from("s")]);
+        assert!(matches!(status("k", corrupt), Err(Error::Corrupt { field, .. }) if field == "s"));
+        assert!(matches!(
+            status("k", Value::from("OK")),
+            Err(Error::Protocol(_))
+        ));
+        assert!(matches!(status("k", list(vec![])), Err(Error::Protocol(_))));
+        let ok = status("k", list(vec![Value::Integer(1), Value::from("42")])).unwrap();
+        assert_eq!(number(ok.get(1)).unwrap(), 42);
+    }
+
+    #[test]
+    fn numbers_from_the_server_are_checked_not_cast() {
+        assert_eq!(
+            number(Some(&Value::from("18446744073709551615"))).ok(),
+            None
+        );
+        assert!(number(Some(&Value::Integer(-1))).is_err());
+        assert!(number(None).is_err());
+        assert_eq!(number(Some(&Value::from("7"))).unwrap(), 7);
+        assert!(count(&Value::Integer(-2)).is_err());
+        assert!(count(&Value::Integer(i64::from(u32::MAX) + 1)).is_err());
+        assert_eq!(count(&Value::Integer(3)).unwrap(), 3);
+        assert!(int(&Value::from("x")).is_err());
+        assert!(text(&Value::Bytes(vec![0xff, 0xfe].into())).is_err());
+    }
+
+    #[test]
+    fn renew_replies_list_the_ids_each_owner_still_holds() {
+        let reply = list(vec![
+            Value::Integer(1),
+            list(vec![Value::from("3 4"), Value::from(""), Value::from("9")]),
+        ]);
+        assert_eq!(
+            parse_renew("k", reply).unwrap(),
+            vec![vec![3, 4], vec![], vec![9]]
+        );
+        let bad = list(vec![Value::Integer(1), list(vec![Value::from("3 x")])]);
+        assert!(matches!(parse_renew("k", bad), Err(Error::Protocol(_))));
+        let no_list = list(vec![Value::Integer(1)]);
+        assert!(parse_renew("k", no_list).is_err());
+    }
+}
