@@ -14,7 +14,7 @@ use cluster_rwlock::{LockClient, LockConfig};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
-use super::{node_client, pct, Bench, BoxError};
+use super::common::{node_client, pct, Bench, BoxError};
 
 /// The master that serves `slot`, from CLUSTER SLOTS.
 async fn master_of(client: &Client, slot: u16) -> Result<Client, BoxError> {

@@ -14,7 +14,8 @@
 
 use std::process::{Command, Stdio};
 
-use super::{session_id, tell_reaper, TestCluster, TestkitError};
+use super::reaper::{session_id, tell_reaper};
+use super::{TestCluster, TestkitError};
 
 /// The comment on this session's rules.
 pub(super) fn rule_tag() -> String {

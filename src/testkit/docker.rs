@@ -1,0 +1,135 @@
+//! The Docker engine: the docker CLI, the engine check (with the API shim for old
+//! engines) and the server's image.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use super::reaper::{session_id, tell_reaper};
+use super::{shim, Server, TestkitError};
+
+/// The Docker endpoint as the user configured it (before the shim), read once.
+fn user_docker_host() -> &'static Option<String> {
+    static HOST: OnceLock<Option<String>> = OnceLock::new();
+    HOST.get_or_init(|| std::env::var("DOCKER_HOST").ok())
+}
+
+/// The docker CLI and the reaper talk to the engine directly, never through the shim:
+/// they are given the user's endpoint explicitly, whatever the process environment says.
+pub(super) fn docker_env(mut cmd: Command) -> Command {
+    match user_docker_host() {
+        Some(host) => cmd.env("DOCKER_HOST", host),
+        None => cmd.env_remove("DOCKER_HOST"),
+    };
+    cmd
+}
+
+pub(super) async fn docker_cli(args: Vec<String>) -> Result<String, TestkitError> {
+    let out = tokio::task::spawn_blocking(move || {
+        docker_env(Command::new("docker"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+    })
+    .await
+    .map_err(|e| TestkitError::Command(e.to_string()))?
+    .map_err(|e| TestkitError::DockerUnavailable(format!("cannot run the docker CLI: {e}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(TestkitError::Command(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
+    }
+}
+
+/// Checks the engine and, when it is older than testcontainers' client, puts the shim in
+/// front of it. Done once per process.
+pub(super) async fn prepare_docker() -> Result<(), TestkitError> {
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_try_init(|| async {
+            let socket = match user_docker_host() {
+                Some(h) if h.starts_with("unix://") => PathBuf::from(&h["unix://".len()..]),
+                Some(_) => return Ok(()), // a TCP engine: used as it is
+                None => PathBuf::from("/var/run/docker.sock"),
+            };
+            let engine = shim::engine_api_version(&socket).await.map_err(|e| {
+                TestkitError::DockerUnavailable(format!("{}: {e}", socket.display()))
+            })?;
+            let ours = testcontainers::bollard::API_DEFAULT_VERSION;
+            let client = format!("{}.{}", ours.major_version, ours.minor_version);
+            let older = {
+                let parse = |v: &str| -> (u32, u32) {
+                    let mut it = v.split('.').map(|p| p.parse().unwrap_or(0));
+                    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+                };
+                parse(&engine) < parse(&client)
+            };
+            if older {
+                let path = std::env::temp_dir()
+                    .join(format!("cluster-rwlock-docker-{}.sock", session_id()));
+                tell_reaper(&format!("dir:{}", path.display()));
+                shim::start(path.clone(), socket, &client, &engine)
+                    .map_err(|e| TestkitError::DockerUnavailable(format!("API shim: {e}")))?;
+                point_testcontainers_at(&format!("unix://{}", path.display()));
+            }
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+}
+
+pub(super) async fn ensure_image(server: Server) -> Result<(), TestkitError> {
+    let image = &server.image();
+    if docker_cli(vec!["image".into(), "inspect".into(), image.into()])
+        .await
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let (script, variable) = server.image_script();
+    let image_owned = image.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        docker_env(Command::new("bash"))
+            .arg(script)
+            .env(variable, &image_owned)
+            .output()
+    })
+    .await
+    .map_err(|e| TestkitError::Command(e.to_string()))?;
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(TestkitError::ImageMissing {
+            image: image.into(),
+            reason: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        }),
+        Err(e) => Err(TestkitError::ImageMissing {
+            image: image.into(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Points testcontainers at `host` (the shim). The only place where the test bed changes
+/// its own environment; called once per process, from [`prepare_docker`]'s once-cell,
+/// before the first container is requested.
+///
+/// Why the environment: testcontainers 0.28 makes one Docker client per process, when the
+/// first container is requested, from a configuration it reads itself: `DOCKER_HOST`, or
+/// `~/.testcontainers.properties` with its feature `properties-config` (off here). That
+/// configuration is private to the crate and it takes no client or host from outside.
+/// The properties file belongs to the user and is read by every process of theirs (its
+/// `tc.host` would even outrank their `DOCKER_HOST`), while the shim lives and dies with
+/// this process; so the variable it is. Nothing else depends on it: the docker CLI and the
+/// reaper get the user's own endpoint from [`docker_env`].
+///
+/// It cannot run before every thread has started (the test harness and the caller's
+/// runtime run first; the engine check before it needs the test bed's runtime). The
+/// standard library serialises its own reads and writes of the environment, so what is
+/// left is C code calling `getenv` at that very moment, on the first start of a process.
+fn point_testcontainers_at(host: &str) {
+    // the user's endpoint is kept before it is replaced (the CLI and the reaper use it)
+    let _ = user_docker_host();
+    std::env::set_var("DOCKER_HOST", host);
+}

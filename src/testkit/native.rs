@@ -1,0 +1,61 @@
+//! Node processes of the native backend.
+
+use std::os::unix::process::CommandExt as _;
+use std::process::{Command, Stdio};
+
+use super::launch::node_args;
+use super::reaper::tell_reaper;
+use super::{partition, Server, TestkitError};
+
+/// SIGKILLs a node process (thawed first: a stopped process would stay a zombie) and
+/// reaps it.
+pub(super) fn stop_child(child: &mut std::process::Child) {
+    let _ = signal(child.id(), "CONT");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+pub(super) fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
+    let status = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .map_err(|e| TestkitError::Command(e.to_string()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(TestkitError::Command(format!("kill -{sig} {pid} failed")))
+    }
+}
+
+pub(super) fn spawn_native(
+    server: Server,
+    port: u16,
+    dir: &std::path::Path,
+) -> Result<std::process::Child, TestkitError> {
+    let binary = server.binary()?;
+    let log = std::fs::File::create(dir.join("redis.log"))
+        .map_err(|e| TestkitError::Command(e.to_string()))?;
+    let mut command = Command::new(&binary);
+    // a group of the node's own, so that a partition can drop what it sends
+    if let Some(gid) = partition::node_gid(port) {
+        command.gid(gid);
+    }
+    let child = command
+        .args(node_args(port, &dir.display().to_string()))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| TestkitError::Command(e.to_string()))?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| match (e.kind(), server) {
+            (std::io::ErrorKind::NotFound, Server::Redis) => TestkitError::ServerMissing {
+                server,
+                how: format!(
+                    "{} is not on PATH: install Debian's redis-server (apt-get install redis-server), or use the docker backend",
+                    binary.display()
+                ),
+            },
+            _ => TestkitError::Command(format!("cannot start {}: {e}", binary.display())),
+        })?;
+    tell_reaper(&format!("pid:{}", child.id()));
+    Ok(child)
+}

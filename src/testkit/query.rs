@@ -1,0 +1,120 @@
+//! What the cluster looks like now: slot owners, keys, replicas; commands on every node.
+
+use std::collections::HashMap;
+
+use super::{admin, NodeInfo, TestCluster, TestkitError};
+
+impl TestCluster {
+    /// The node that serves `slot` now, as an up node reports it (CLUSTER SLOTS).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let node = cluster.master_for_slot(1234).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn master_for_slot(&self, slot: u16) -> Result<NodeInfo, TestkitError> {
+        let by_port: HashMap<u16, NodeInfo> = self
+            .nodes
+            .iter()
+            .map(|n| (n.info.port, n.info.clone()))
+            .collect();
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            if let Ok(ranges) = admin::slot_ranges(node.info.port).await {
+                if let Some((_, _, port)) =
+                    ranges.iter().find(|(a, b, _)| (*a..=*b).contains(&slot))
+                {
+                    return by_port.get(port).cloned().ok_or_else(|| {
+                        TestkitError::Command(format!("slot {slot} served by unknown port {port}"))
+                    });
+                }
+            }
+        }
+        Err(TestkitError::Command(format!(
+            "no node reports an owner for slot {slot}"
+        )))
+    }
+
+    /// Every key matching `pattern` (a KEYS glob) on the masters that are up.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let left = cluster.keys_matching("rwlock:*").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            let lines = admin::cluster_nodes(node.info.port).await?;
+            if !lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
+                continue;
+            }
+            let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
+            if let fred::prelude::Value::Array(keys) = reply {
+                out.extend(keys.into_iter().filter_map(|k| k.into_string()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.command_on_all("ACL", &["SETUSER", "app", "on", ">pw", "~*", "&*", "+@all"]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn command_on_all(
+        &self,
+        cmd: &'static str,
+        args: &[&str],
+    ) -> Result<(), TestkitError> {
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            admin::call(
+                node.info.port,
+                cmd,
+                args.iter().map(|a| a.to_string()).collect(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The replica that follows node `index` now.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// let replica = cluster.replica_of(0).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn replica_of(&self, index: usize) -> Result<NodeInfo, TestkitError> {
+        let port = self.node(index)?.info.port;
+        let lines = admin::cluster_nodes(port).await?;
+        let id = lines
+            .iter()
+            .find(|l| l.flags.contains("myself"))
+            .map(|l| l.id.clone())
+            .ok_or_else(|| TestkitError::Command(format!("node {port} does not list itself")))?;
+        let replica = lines
+            .iter()
+            .find(|l| l.master_id == id && !l.is_failed())
+            .ok_or_else(|| TestkitError::Command(format!("node {port} has no replica")))?;
+        self.nodes
+            .iter()
+            .find(|n| n.info.port == replica.port)
+            .map(|n| n.info.clone())
+            .ok_or_else(|| TestkitError::Command(format!("unknown replica port {}", replica.port)))
+    }
+}
