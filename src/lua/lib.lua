@@ -1,28 +1,16 @@
--- lib.lua: the head of every lock script (prepended at compile time, after a line that
--- sets OWNER_ARG: the ARGV index of the caller's owner token, or 0). It reads the lock's
--- summary fields and the caller's own entries in ONE HMGET (never the whole hash),
--- buffers every write, and sends them in one HSET (and one HDEL) at the end; the helpers
--- cost nothing unless a script calls them.
+-- lib.lua: the general part of every lock script, after head.lua (and a fast path, for
+-- the scripts that have one). It parses what head.lua read (the summary fields and the
+-- caller's own entries, read in ONE HMGET, never the whole hash), buffers every write,
+-- and sends them in one HSET (and one HDEL) at the end; the helpers cost nothing unless
+-- a script calls them.
 --
 -- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: see the `scripts` module docs)
 -- KEYS[2]  its release channel, <prefix>:{<name>}:released (same slot)
 --
 -- Early returns of every script:
---   {-3, type}   the key holds another type (nothing is touched)
+--   {-3, type}   the key holds another type (nothing is touched; see head.lua)
 --   {-4, field}  the hash is of another layout, or has a malformed field (nothing is
 --                touched: every field a script reads is checked before it writes)
-local key = KEYS[1]
-local LAYOUT = '2'
-local OWNER = OWNER_ARG > 0 and ARGV[OWNER_ARG] or nil
-local S
-if OWNER then
-  S = redis.pcall('HMGET', key, 's', 'w', 'u', 'o:' .. OWNER, 'q:' .. OWNER)
-else
-  S = redis.pcall('HMGET', key, 's', 'w', 'u')
-end
-if S['err'] ~= nil then
-  return {-3, redis.call('TYPE', key)['ok']}
-end
 -- The summary, kept up to date by every script, in one field 's':
 --   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>' ('-' for none), and 'w':
 --   fence  the last fence granted          held    owners that hold (any mode)
@@ -75,7 +63,8 @@ end
 local function put(f, v) W[f] = v end
 local function del(f) W[f] = false end
 
-local t = redis.call('TIME')
+-- the server's time (a fast path may have read it already)
+local t = T or redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 

@@ -70,12 +70,29 @@ use reply::{code, count, int, number, parse_renew, status, text};
 pub(crate) use reply::{RawHolder, RawState};
 
 /// A script: the line that tells the head where the caller's owner token is (`ARGV`
-/// index, 0 for none), the shared head, then the script's own file.
+/// index, 0 for none), the head that reads the summary, the script's fast path if it has
+/// one, the general part (`lib.lua`), then the script's own file.
 macro_rules! lua {
     ($file:literal, $owner_arg:literal) => {
         concat!(
             "local OWNER_ARG = ",
             $owner_arg,
+            "\n",
+            include_str!("../lua/head.lua"),
+            "\n",
+            include_str!("../lua/lib.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
+    (fast: $fast:literal, $file:literal, $owner_arg:literal) => {
+        concat!(
+            "local OWNER_ARG = ",
+            $owner_arg,
+            "\n",
+            include_str!("../lua/head.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $fast)),
             "\n",
             include_str!("../lua/lib.lua"),
             "\n",
@@ -149,8 +166,16 @@ pub(crate) struct Target<'a> {
 impl Scripts {
     pub fn new() -> Scripts {
         Scripts {
-            acquire: Script::from_lua(lua!("acquire.lua", 2)),
-            release: Script::from_lua(lua!("release.lua", 1)),
+            acquire: Script::from_lua(lua!(
+                fast: "fast_acquire.lua",
+                "acquire.lua",
+                2
+            )),
+            release: Script::from_lua(lua!(
+                fast: "fast_release.lua",
+                "release.lua",
+                1
+            )),
             downgrade: Script::from_lua(lua!("downgrade.lua", 1)),
             upgrade: Script::from_lua(lua!("upgrade.lua", 1)),
             renew: Script::from_lua(lua!("renew.lua", 0)),
@@ -478,8 +503,8 @@ mod tests {
     #[test]
     fn every_script_starts_with_the_owner_line_and_the_shared_head() {
         for (text, owner_arg) in [
-            (lua!("acquire.lua", 2), "2"),
-            (lua!("release.lua", 1), "1"),
+            (lua!(fast: "fast_acquire.lua", "acquire.lua", 2), "2"),
+            (lua!(fast: "fast_release.lua", "release.lua", 1), "1"),
             (lua!("renew.lua", 0), "0"),
         ] {
             assert!(text.starts_with(&format!("local OWNER_ARG = {owner_arg}\n")));
