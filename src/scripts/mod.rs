@@ -35,6 +35,14 @@
 //! removed by one scan of the hash when the earliest-deadline bound `dl` has passed:
 //! once per expiry, not per call. Renewing n owners costs n.
 //!
+//! Every script starts with `lua/head.lua` (the summary read in one `HMGET`). The two
+//! calls of an uncontended cycle have fast paths right after it, which write exactly
+//! what the general part would write without its parsing and bookkeeping:
+//! `lua/fast_acquire.lua` (the key does not exist: one `EXISTS`, `TIME`, one `HSET` of
+//! the summary, the owner's entry and `w`/`u`, `PEXPIRE`) and `lua/fast_release.lua`
+//! (the caller's one hold is the lock's only hold, nobody waits and no entry has
+//! expired: `TIME`, `DEL`). Anything else goes on to `lua/lib.lua` and the script's file.
+//!
 //! # Rules
 //! - Write is granted when no one holds and no writer is queued ahead; read when no
 //!   writer holds, is queued, or waits to upgrade (writer preference); upgradable read as
