@@ -74,7 +74,7 @@ pub use crate::mode::Mode;
 
 mod reply;
 
-use reply::{code, count, int, number, parse_renew, status, text};
+use reply::{attempt, code, count, int, number, parse_renew, status, text};
 pub(crate) use reply::{RawHolder, RawState};
 
 /// A script: the line that tells the head where the caller's owner token is (`ARGV`
@@ -260,16 +260,7 @@ impl Scripts {
         ];
         let reply = self.run(client, counters, &self.acquire, t, args).await?;
         let parts = status(t.key, reply)?;
-        match code(&parts)? {
-            1 => Ok(Attempt::Granted {
-                fence: number(parts.get(1))?,
-            }),
-            0 => Ok(Attempt::Busy {
-                wait_ms: number(parts.get(1))?,
-            }),
-            -1 => Ok(Attempt::UpgradeDeadlock),
-            c => Err(Error::Protocol(format!("acquire returned code {c}"))),
-        }
+        attempt("acquire", &parts, (-1, Attempt::UpgradeDeadlock))
     }
 
     /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
@@ -348,16 +339,7 @@ impl Scripts {
             t.key,
             self.run(client, counters, &self.upgrade, t, args).await?,
         )?;
-        match code(&parts)? {
-            1 => Ok(Attempt::Granted {
-                fence: number(parts.get(1))?,
-            }),
-            0 => Ok(Attempt::Busy {
-                wait_ms: number(parts.get(1))?,
-            }),
-            2 => Ok(Attempt::Gone),
-            c => Err(Error::Protocol(format!("upgrade returned code {c}"))),
-        }
+        attempt("upgrade", &parts, (2, Attempt::Gone))
     }
 
     /// For each owner, the ids of the holds it still has.

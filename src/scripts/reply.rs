@@ -5,6 +5,8 @@ use fred::prelude::*;
 
 use crate::error::{Error, Result};
 
+use super::Attempt;
+
 /// The reply of the state script.
 pub(crate) struct RawState {
     pub fence: Option<u64>,
@@ -42,6 +44,21 @@ pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
             field: text_or(parts.get(1)),
         }),
         _ => Ok(parts),
+    }
+}
+
+/// The reply of an attempt (acquire or upgrade): `{1, fence}` granted, `{0, wait_ms}`
+/// busy, or the one code of `op`'s own (`special`); any other code is a protocol error.
+pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, Attempt)) -> Result<Attempt> {
+    match code(parts)? {
+        1 => Ok(Attempt::Granted {
+            fence: number(parts.get(1))?,
+        }),
+        0 => Ok(Attempt::Busy {
+            wait_ms: number(parts.get(1))?,
+        }),
+        c if c == special.0 => Ok(special.1),
+        c => Err(Error::Protocol(format!("{op} returned code {c}"))),
     }
 }
 
@@ -159,5 +176,36 @@ mod tests {
         assert!(matches!(parse_renew("k", bad), Err(Error::Protocol(_))));
         let no_list = list(vec![Value::Integer(1)]);
         assert!(parse_renew("k", no_list).is_err());
+    }
+
+    #[test]
+    fn attempt_replies_map_to_outcomes() {
+        let reply = |items: Vec<Value>| status("k", list(items)).unwrap();
+        let deadlock = (-1, Attempt::UpgradeDeadlock);
+        let granted = reply(vec![Value::Integer(1), Value::from("77")]);
+        assert_eq!(
+            attempt("acquire", &granted, deadlock).unwrap(),
+            Attempt::Granted { fence: 77 }
+        );
+        let busy = reply(vec![Value::Integer(0), Value::Integer(12)]);
+        assert_eq!(
+            attempt("acquire", &busy, deadlock).unwrap(),
+            Attempt::Busy { wait_ms: 12 }
+        );
+        let minus_one = reply(vec![Value::Integer(-1)]);
+        assert_eq!(
+            attempt("acquire", &minus_one, deadlock).unwrap(),
+            Attempt::UpgradeDeadlock
+        );
+        // a code of another operation is not this one's
+        assert!(matches!(
+            attempt("upgrade", &minus_one, (2, Attempt::Gone)),
+            Err(Error::Protocol(_))
+        ));
+        let two = reply(vec![Value::Integer(2)]);
+        assert_eq!(
+            attempt("upgrade", &two, (2, Attempt::Gone)).unwrap(),
+            Attempt::Gone
+        );
     }
 }

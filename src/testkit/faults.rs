@@ -80,14 +80,7 @@ impl TestCluster {
     /// ```
     pub async fn kill(&self, index: usize) -> Result<(), TestkitError> {
         let node = self.node(index)?;
-        let target = {
-            let mut handle = node.handle.lock().unwrap_or_else(|e| e.into_inner());
-            match &mut *handle {
-                Handle::Container { id, .. } => Target::Container(id.clone()),
-                Handle::Process { child, dir } => Target::Process(child.take(), dir.clone()),
-                Handle::External => return Err(TestkitError::Unsupported("kill")),
-            }
-        };
+        let target = take_target(node, "kill")?;
         match target {
             Target::Container(id) => {
                 on_runtime(docker_cli(vec!["kill".into(), id])).await?;
@@ -179,14 +172,7 @@ impl TestCluster {
     pub async fn restart(&self, index: usize) -> Result<(), TestkitError> {
         let node = self.node(index)?;
         let port = node.info.port;
-        let target = {
-            let mut handle = node.handle.lock().unwrap_or_else(|e| e.into_inner());
-            match &mut *handle {
-                Handle::Container { id, .. } => Target::Container(id.clone()),
-                Handle::Process { child, dir } => Target::Process(child.take(), dir.clone()),
-                Handle::External => return Err(TestkitError::Unsupported("restart")),
-            }
-        };
+        let target = take_target(node, "restart")?;
         match target {
             Target::Container(id) => {
                 on_runtime(docker_cli(vec![
@@ -252,6 +238,17 @@ impl TestCluster {
 enum Target {
     Container(String),
     Process(Option<Child>, PathBuf),
+}
+
+/// The target of fault `what` on `node`; a node process is taken out of its handle (the
+/// fault puts it back, or a new one, when it is done).
+fn take_target(node: &Node, what: &'static str) -> Result<Target, TestkitError> {
+    let mut handle = node.handle.lock().unwrap_or_else(|e| e.into_inner());
+    match &mut *handle {
+        Handle::Container { id, .. } => Ok(Target::Container(id.clone())),
+        Handle::Process { child, dir } => Ok(Target::Process(child.take(), dir.clone())),
+        Handle::External => Err(TestkitError::Unsupported(what)),
+    }
 }
 
 /// What a pause acts on: a container, or the pid of a node process.
