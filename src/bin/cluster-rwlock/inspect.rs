@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, LockState, Mode};
+use cluster_rwlock::{LockClient, LockState, Mode, RwLock};
 use fred::prelude::*;
 use fred::types::scan::{ScanType, Scanner};
 use futures_util::StreamExt;
@@ -16,14 +16,12 @@ fn mode(m: Option<Mode>) -> &'static str {
 }
 
 /// A lock's state as JSON.
-pub fn state_json(client: &LockClient, name: &str, s: &LockState) -> Json {
-    let lock = client.rwlock(name).ok();
-    let slot = lock.as_ref().map(|l| l.slot());
+pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
     json!({
-        "name": name,
-        "key": lock.as_ref().map(|l| l.key().to_string()),
-        "slot": slot,
-        "master": slot.and_then(|s| client.node_for_slot(s)),
+        "name": lock.name(),
+        "key": lock.key(),
+        "slot": lock.slot(),
+        "master": client.node_for_slot(lock.slot()),
         "mode": mode(s.mode),
         "fence": s.fence,
         "holders": s.holders.iter().map(|h| json!({
@@ -52,7 +50,7 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
         Err(e) => return fail(&format!("cannot read {}", a.name), &e),
     };
     if a.json {
-        println!("{}", state_json(client, &a.name, &s));
+        println!("{}", state_json(client, &lock, &s));
         return 0;
     }
     let master = client
@@ -131,7 +129,7 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
             continue;
         };
         match lock.state().await {
-            Ok(s) if a.json => out.push(state_json(client, &name, &s)),
+            Ok(s) if a.json => out.push(state_json(client, &lock, &s)),
             Ok(s) => println!(
                 "{name}\t{}\t{} holder(s)\t{} waiting\tfence {}\tslot {} on {}",
                 mode(s.mode),

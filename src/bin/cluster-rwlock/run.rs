@@ -3,7 +3,7 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, ReadGuard, WriteGuard};
+use cluster_rwlock::{LockClient, ReadGuard, RwLock, WriteGuard};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -39,10 +39,7 @@ impl Guard {
     }
 }
 
-async fn acquire(client: &LockClient, a: &RunArgs) -> Result<Option<Guard>, i32> {
-    let lock = client
-        .rwlock(&a.name)
-        .map_err(|e| fail("bad lock name", &e))?;
+async fn acquire(lock: &RwLock, a: &RunArgs) -> Result<Option<Guard>, i32> {
     let got = match (a.write, a.timeout) {
         (true, Some(t)) if t.is_zero() => lock.try_write().await.map(|g| g.map(Guard::Write)),
         (false, Some(t)) if t.is_zero() => lock.try_read().await.map(|g| g.map(Guard::Read)),
@@ -54,10 +51,7 @@ async fn acquire(client: &LockClient, a: &RunArgs) -> Result<Option<Guard>, i32>
     got.map_err(|e| fail(&format!("cannot acquire {}", a.name), &e))
 }
 
-fn spawn(a: &RunArgs, client: &LockClient, guard: &Guard) -> Result<Child, i32> {
-    let lock = client
-        .rwlock(&a.name)
-        .map_err(|e| fail("bad lock name", &e))?;
+fn spawn(a: &RunArgs, lock: &RwLock, guard: &Guard) -> Result<Child, i32> {
     let (program, args) = a.command.split_first().ok_or(code::USAGE)?;
     Command::new(program)
         .args(args)
@@ -115,6 +109,10 @@ async fn stop(child: &mut Child, kill_at_once: bool, grace: Duration) -> i32 {
 }
 
 pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
+    let lock = match client.rwlock(&a.name) {
+        Ok(l) => l,
+        Err(e) => return fail("bad lock name", &e),
+    };
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -124,7 +122,7 @@ pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
     };
     // Ctrl-C while waiting: give up (nothing is left behind)
     let guard = tokio::select! {
-        g = acquire(client, a) => g,
+        g = acquire(&lock, a) => g,
         _ = interrupt.recv() => return 128 + libc::SIGINT,
         _ = terminate.recv() => return 128 + libc::SIGTERM,
     };
@@ -136,7 +134,7 @@ pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
         }
         Err(code) => return code,
     };
-    let mut child = match spawn(a, client, &guard) {
+    let mut child = match spawn(a, &lock, &guard) {
         Ok(c) => c,
         Err(code) => {
             let _ = guard.release().await;

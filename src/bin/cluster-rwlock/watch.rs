@@ -91,7 +91,7 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         }
         match lock.state().await {
             Ok(s) => {
-                let j = state_json(client, &a.name, &s);
+                let j = state_json(client, &lock, &s);
                 let shown = (s.mode, s.fence, s.holders.len(), s.waiting_writers.clone());
                 if last.as_ref() != Some(&shown) {
                     println!("{} {j}", now());
