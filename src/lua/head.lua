@@ -1,5 +1,6 @@
 -- head.lua: the first lines of every lock script (after a line, added at compile time,
--- that sets OWNER_ARG: the ARGV index of the caller's owner token, or 0). Reads the
+-- that sets OWNER_ARG: the ARGV index of the caller's owner token, or 0, then layout.lua
+-- and, for acquire, fast_acquire.lua). Reads the
 -- lock's summary fields and the caller's own entries in ONE HMGET; the fast paths and
 -- lib.lua work from what it read.
 --
@@ -9,7 +10,6 @@
 -- Early return of every script:
 --   {-3, type}   the key holds another type (nothing is touched)
 local key = KEYS[1]
-local LAYOUT = '2'
 local OWNER = OWNER_ARG > 0 and ARGV[OWNER_ARG] or nil
 local S
 if OWNER then

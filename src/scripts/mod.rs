@@ -35,13 +35,14 @@
 //! removed by one scan of the hash when the earliest-deadline bound `dl` has passed:
 //! once per expiry, not per call. Renewing n owners costs n.
 //!
-//! Every script starts with `lua/head.lua` (the summary read in one `HMGET`). The two
-//! calls of an uncontended cycle have fast paths right after it, which write exactly
-//! what the general part would write without its parsing and bookkeeping:
-//! `lua/fast_acquire.lua` (the key does not exist: one `EXISTS`, `TIME`, one `HSET` of
-//! the summary, the owner's entry and `w`/`u`, `PEXPIRE`) and `lua/fast_release.lua`
-//! (the caller's one hold is the lock's only hold, nobody waits and no entry has
-//! expired: `TIME`, `DEL`). Anything else goes on to `lua/lib.lua` and the script's file.
+//! Every script starts with `lua/layout.lua` (the layout version) and `lua/head.lua` (the
+//! summary read in one `HMGET`). The two calls of an uncontended cycle have fast paths,
+//! which write exactly what the general part would write without its parsing and
+//! bookkeeping: `lua/fast_acquire.lua`, before the head (the key does not exist: one
+//! `EXISTS`, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`,
+//! `PEXPIRE`; nothing is read), and `lua/fast_release.lua`, after it (the caller's one
+//! hold is the lock's only hold, nobody waits and no entry has expired: `TIME`, `DEL`).
+//! Anything else goes on to `lua/lib.lua` and the script's file.
 //!
 //! # Rules
 //! - Write is granted when no one holds and no writer is queued ahead; read when no
@@ -78,13 +79,16 @@ use reply::{attempt, code, count, int, number, parse_renew, status, text};
 pub(crate) use reply::{RawHolder, RawState};
 
 /// A script: the line that tells the head where the caller's owner token is (`ARGV`
-/// index, 0 for none), the head that reads the summary, the script's fast path if it has
-/// one, the general part (`lib.lua`), then the script's own file.
+/// index, 0 for none), the layout version, the head that reads the summary (with the
+/// script's fast path before it or after it, if it has one), the general part
+/// (`lib.lua`), then the script's own file.
 macro_rules! lua {
     ($file:literal, $owner_arg:literal) => {
         concat!(
             "local OWNER_ARG = ",
             $owner_arg,
+            "\n",
+            include_str!("../lua/layout.lua"),
             "\n",
             include_str!("../lua/head.lua"),
             "\n",
@@ -93,10 +97,30 @@ macro_rules! lua {
             include_str!(concat!("../lua/", $file))
         )
     };
+    // a fast path that needs nothing read: before the head
+    (first: $fast:literal, $file:literal, $owner_arg:literal) => {
+        concat!(
+            "local OWNER_ARG = ",
+            $owner_arg,
+            "\n",
+            include_str!("../lua/layout.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $fast)),
+            "\n",
+            include_str!("../lua/head.lua"),
+            "\n",
+            include_str!("../lua/lib.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
+    // a fast path that works from what the head read: after it
     (fast: $fast:literal, $file:literal, $owner_arg:literal) => {
         concat!(
             "local OWNER_ARG = ",
             $owner_arg,
+            "\n",
+            include_str!("../lua/layout.lua"),
             "\n",
             include_str!("../lua/head.lua"),
             "\n",
@@ -175,7 +199,7 @@ impl Scripts {
     pub fn new() -> Scripts {
         Scripts {
             acquire: Script::from_lua(lua!(
-                fast: "fast_acquire.lua",
+                first: "fast_acquire.lua",
                 "acquire.lua",
                 2
             )),
@@ -493,7 +517,7 @@ mod tests {
     #[test]
     fn every_script_starts_with_the_owner_line_and_the_shared_head() {
         for (text, owner_arg) in [
-            (lua!(fast: "fast_acquire.lua", "acquire.lua", 2), "2"),
+            (lua!(first: "fast_acquire.lua", "acquire.lua", 2), "2"),
             (lua!(fast: "fast_release.lua", "release.lua", 1), "1"),
             (lua!("renew.lua", 0), "0"),
         ] {

@@ -11,7 +11,8 @@
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port]`
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours]
+//! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,7 +76,11 @@ where
 }
 
 async fn ours(seeds: &[String], secs: Duration, tag: &str, tasks: usize) -> Result<f64, BoxError> {
-    let client = LockClient::connect(LockConfig::cluster(seeds.to_vec()).prefix(tag)).await?;
+    let mut config = LockConfig::cluster(seeds.to_vec()).prefix(tag);
+    if let Some(n) = arg("--connections").and_then(|n| n.parse().ok()) {
+        config = config.connections(n);
+    }
+    let client = LockClient::connect(config).await?;
     let locks: Arc<Vec<_>> = Arc::new(
         (0..tasks)
             .map(|i| client.rwlock(&format!("n{i}")))
@@ -349,6 +354,21 @@ async fn run() -> Result<(), BoxError> {
     };
     let probe = Probe::new(&seeds[0]).await?;
     let tag = format!("peers-{}", std::process::id());
+    if arg("--only").as_deref() == Some("ours") {
+        let row = measured(
+            &probe,
+            "cluster-rwlock",
+            secs,
+            ours(&seeds, secs, &tag, TASKS),
+        )
+        .await?;
+        let (cmd, cpu, client) = row.per_cycle;
+        println!(
+            "| {} | {:.0} | - | {cmd:.1} | {cpu:.1} | {client:.1} |",
+            row.name, row.rate
+        );
+        return Ok(());
+    }
     let mut rows = vec![
         measured(
             &probe,
