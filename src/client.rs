@@ -97,7 +97,12 @@ impl LockClient {
     }
 
     async fn with_cluster(config: LockConfig, cluster: Arc<Cluster>) -> Result<LockClient> {
-        let scripts = Scripts::new();
+        // release messages: sharded pub/sub on Redis 7+ clusters, plain pub/sub otherwise
+        let scripts = Scripts::new(if cluster.sharded {
+            "spublish"
+        } else {
+            "publish"
+        });
         for node in cluster.router.routes().nodes() {
             node.connected(config.command_timeout).await;
             let client = node.client(0);
@@ -121,11 +126,6 @@ impl LockClient {
                 .unwrap_or([1; 8]),
         ) >> 17;
         let inner = Inner {
-            publish: if cluster.sharded {
-                "spublish"
-            } else {
-                "publish"
-            },
             cluster,
             scripts,
             counters: Counters::default(),

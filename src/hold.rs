@@ -145,11 +145,7 @@ impl Site {
     }
 
     pub(crate) fn target(&self) -> Target<'_> {
-        Target {
-            key: &self.key,
-            channel: &self.channel,
-            publish: self.inner.publish,
-        }
+        Target { key: &self.key }
     }
 }
 
@@ -191,10 +187,7 @@ impl Hold {
     ) -> Hold {
         let state = HoldState::new();
         let inner = &site.inner;
-        if inner
-            .keeper
-            .add(&site.key, &site.channel, &owner, id, state.clone(), sent)
-        {
+        if inner.keeper.add(&site.key, &owner, id, state.clone(), sent) {
             crate::renewal::start(inner);
         }
         observe::held(inner.keeper.held());

@@ -48,7 +48,6 @@ pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
 /// The holds of one owner of one lock.
 pub(crate) struct Owned {
-    channel: Arc<str>,
     /// hold id -> its state
     pub holds: HashMap<u64, Arc<HoldState>>,
     /// when the lease runs out unless renewed (local monotonic clock)
@@ -88,7 +87,6 @@ impl Keeper {
     pub fn add(
         &self,
         key: &Arc<str>,
-        channel: &Arc<str>,
         owner: &Arc<str>,
         id: u64,
         state: Arc<HoldState>,
@@ -98,7 +96,6 @@ impl Keeper {
         let entry = map
             .entry((key.clone(), owner.clone()))
             .or_insert_with(|| Owned {
-                channel: channel.clone(),
                 holds: HashMap::new(),
                 valid_until: sent + self.lease,
             });
@@ -120,22 +117,21 @@ impl Keeper {
         }
     }
 
-    /// Every lock with its channel and its owners' holds, at most `chunk` owners per
-    /// entry (one script call each).
-    pub fn snapshot(&self, chunk: usize) -> Vec<(Arc<str>, Arc<str>, OwnerHolds)> {
+    /// Every lock with its owners' holds, at most `chunk` owners per entry (one script
+    /// call each).
+    pub fn snapshot(&self, chunk: usize) -> Vec<(Arc<str>, OwnerHolds)> {
         let map = self.map();
-        let mut by_key: HashMap<&Arc<str>, (Arc<str>, OwnerHolds)> = HashMap::new();
+        let mut by_key: HashMap<&Arc<str>, OwnerHolds> = HashMap::new();
         for ((key, owner), e) in map.iter() {
             by_key
                 .entry(key)
-                .or_insert_with(|| (e.channel.clone(), Vec::new()))
-                .1
+                .or_default()
                 .push((owner.clone(), e.holds.keys().copied().collect()));
         }
         let mut out = Vec::new();
-        for (k, (c, owners)) in by_key {
+        for (k, owners) in by_key {
             for part in owners.chunks(chunk.max(1)) {
-                out.push((k.clone(), c.clone(), part.to_vec()));
+                out.push((k.clone(), part.to_vec()));
             }
         }
         out
@@ -201,11 +197,11 @@ mod tests {
     #[tokio::test]
     async fn holds_are_kept_by_key_owner_and_id() {
         let keeper = Keeper::new(Duration::from_secs(3));
-        let (k, c) = (arc("rwlock:{a}"), arc("rwlock:{a}:released"));
+        let k = arc("rwlock:{a}");
         let now = Instant::now();
-        assert!(keeper.add(&k, &c, &arc("o1"), 1, HoldState::new(), now));
-        assert!(!keeper.add(&k, &c, &arc("o1"), 2, HoldState::new(), now));
-        assert!(!keeper.add(&k, &c, &arc("o2"), 3, HoldState::new(), now));
+        assert!(keeper.add(&k, &arc("o1"), 1, HoldState::new(), now));
+        assert!(!keeper.add(&k, &arc("o1"), 2, HoldState::new(), now));
+        assert!(!keeper.add(&k, &arc("o2"), 3, HoldState::new(), now));
         assert_eq!(keeper.held(), 3);
         let snap = keeper.snapshot(1);
         assert_eq!(snap.len(), 2, "one owner per entry");
@@ -217,11 +213,11 @@ mod tests {
     #[tokio::test]
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
         let keeper = Keeper::new(Duration::from_secs(3));
-        let (k, c, o) = (arc("k"), arc("c"), arc("o"));
+        let (k, o) = (arc("k"), arc("o"));
         let (kept, gone) = (HoldState::new(), HoldState::new());
         let now = Instant::now();
-        keeper.add(&k, &c, &o, 1, kept.clone(), now);
-        keeper.add(&k, &c, &o, 2, gone.clone(), now);
+        keeper.add(&k, &o, 1, kept.clone(), now);
+        keeper.add(&k, &o, 2, gone.clone(), now);
         let owners = vec![(o.clone(), vec![1, 2])];
         keeper.renewed(&k, &owners, vec![vec![1]], now);
         assert!(!kept.is_lost());
@@ -234,7 +230,7 @@ mod tests {
         let keeper = Keeper::new(Duration::from_secs(3));
         let state = HoldState::new();
         let now = Instant::now();
-        keeper.add(&arc("k"), &arc("c"), &arc("o"), 1, state.clone(), now);
+        keeper.add(&arc("k"), &arc("o"), 1, state.clone(), now);
         keeper.expire(now + Duration::from_secs(2));
         assert!(!state.is_lost());
         keeper.expire(now + Duration::from_secs(3));

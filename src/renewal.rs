@@ -69,13 +69,10 @@ async fn renew_all(
     let batches = groups.into_values().map(|(node, idx)| {
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
         async move {
-            let pipeline = inner.scripts.renew_pipeline(
-                node.client(0),
-                &inner.counters,
-                inner.publish,
-                lease_ms,
-                &batch,
-            );
+            let pipeline =
+                inner
+                    .scripts
+                    .renew_pipeline(node.client(0), &inner.counters, lease_ms, &batch);
             let replies = tokio::time::timeout_at(deadline, pipeline).await;
             if replies.is_err() {
                 router.raise_alarm();
@@ -99,11 +96,7 @@ async fn renew_all(
         let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let t = crate::scripts::Target {
-                key: &item.key,
-                channel: &item.channel,
-                publish: inner.publish,
-            };
+            let t = crate::scripts::Target { key: &item.key };
             let reply = inner
                 .call_within(slots[i], left, |c| {
                     let (t, owners) = (&t, &owners);
@@ -136,23 +129,21 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
     let snapshot = keeper.snapshot(RENEW_CHUNK);
     if !snapshot.is_empty() {
         keeper.rounds.fetch_add(1, Ordering::Relaxed);
-        let locks: std::collections::HashSet<&Arc<str>> =
-            snapshot.iter().map(|(k, _, _)| k).collect();
+        let locks: std::collections::HashSet<&Arc<str>> = snapshot.iter().map(|(k, _)| k).collect();
         keeper
             .renewals
             .fetch_add(locks.len() as u64, Ordering::Relaxed);
         let items: Vec<RenewItem> = snapshot
             .iter()
-            .map(|(key, channel, owners)| RenewItem {
+            .map(|(key, owners)| RenewItem {
                 key: key.to_string(),
-                channel: channel.to_string(),
                 owners: owners.iter().map(|(o, _)| o.to_string()).collect(),
             })
             .collect();
         let sent = Instant::now();
         let replies = renew_all(inner, items, budget).await;
         let mut failed = 0;
-        for ((key, _, owners), reply) in snapshot.iter().zip(replies) {
+        for ((key, owners), reply) in snapshot.iter().zip(replies) {
             match reply {
                 Ok(present) => keeper.renewed(key, owners, present, sent),
                 Err(_) => failed += 1,

@@ -22,8 +22,6 @@ pub(crate) struct Inner {
     pub counters: Counters,
     pub keeper: Keeper,
     pub config: LockConfig,
-    /// `spublish` on Redis 7+, `publish` before.
-    pub publish: &'static str,
     pub runtime: tokio::runtime::Handle,
     /// A cluster-aware fred client for diagnostics ([`LockClient::redis`](crate::LockClient::redis)), connected on
     /// first use; the lock never uses it.

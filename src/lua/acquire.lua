@@ -1,7 +1,7 @@
 -- acquire.lua: one attempt to take a read or write hold. O(1): reads the summary, this
 -- owner's entry and, when needed, the queue head.
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  'r' (read), 'w' (write) or 'u' (upgradable read: shares with readers, at most
 --          one owner at a time, no writer while it lasts)
 -- ARGV[2]  owner token
@@ -12,7 +12,6 @@
 --          keeps its place), a reader (or upgradable reader) leaves its mark so that
 --          releases wake it; '2': granted only if the owner holds already (a guard
 --          taking another hold as its owner), never waits
--- ARGV[6]  publish command: 'spublish', 'publish', or '' for none
 -- Returns
 --   {1, fence}    granted (fence as a decimal string)
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
@@ -55,7 +54,7 @@ if granted then
     if q then dequeue(owner, q) end
   end
   local f = grant(owner, mine, mode, id, lease)
-  finish(ARGV[6])
+  finish()
   return {1, f}
 end
 
@@ -76,7 +75,7 @@ if ARGV[5] == '1' then
     deadline_set(rw)
   end
 end
-finish(ARGV[6])
+finish()
 -- finish() may have handed the free lock to this very writer (it was first in line)
 if mode == 'w' and writer == owner then
   local e = owner_entry(owner)

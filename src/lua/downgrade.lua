@@ -2,18 +2,17 @@
 -- upgradable read hold into a read hold, in one step, so that no writer can get in
 -- between. O(1).
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
 -- ARGV[2]  id of the hold to give up (write, or upgradable read)
 -- ARGV[3]  id of the new hold
 -- ARGV[4]  lease in ms
--- ARGV[5]  publish command: 'spublish', 'publish', or ''
--- ARGV[6]  mode of the new hold: 'r', or 'u' (from write only)
+-- ARGV[5]  mode of the new hold: 'r', or 'u' (from write only)
 -- Returns
 --   {1, fence}  the new hold, with a new fence
 --   {0}         no such hold (its lease had run out)
 --   {-3, type}, {-4, field}: see lib
-local owner, from, to, lease, mode = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6]
+local owner, from, to, lease, mode = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local bad = prune()
 if bad then return {-4, bad} end
 local mine = owner_entry(owner)
@@ -29,10 +28,10 @@ if mine ~= nil then
       if h[1] == 'u' then upgrader, pending, pending_lease = nil, nil, nil end
       if not has_write(mine) then writer = nil end
       local f = grant(owner, mine, mode, to, lease)
-      finish(ARGV[5])
+      finish()
       return {1, f}
     end
   end
 end
-finish(ARGV[5])
+finish()
 return {0}

@@ -1,11 +1,11 @@
--- head.lua: the first lines of every lock script (after a line, added at compile time,
--- that sets OWNER_ARG: the ARGV index of the caller's owner token, or 0, then layout.lua
--- and, for acquire, fast_acquire.lua). Reads the
--- lock's summary fields and the caller's own entries in ONE HMGET; the fast paths and
--- lib.lua work from what it read.
+-- head.lua: the start of the general part of every lock script. Before it come two lines
+-- the client adds (OWNER_ARG: the ARGV index of the caller's owner token, or 0; PUBLISH:
+-- 'spublish', 'publish' or '', the command that sends release messages), layout.lua,
+-- and the script's fast path if it has one. Reads the lock's summary fields and the
+-- caller's own entries in ONE HMGET; lib.lua works from what it read.
 --
 -- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: see the `scripts` module docs)
--- KEYS[2]  its release channel, <prefix>:{<name>}:released (same slot)
+--          (its release channel, <prefix>:{<name>}:released, is in the same slot)
 --
 -- Early return of every script:
 --   {-3, type}   the key holds another type (nothing is touched)
@@ -20,5 +20,3 @@ end
 if S['err'] ~= nil then
   return {-3, redis.call('TYPE', key)['ok']}
 end
--- the reply of TIME, once a fast path has read it (lib.lua reads it otherwise)
-local T = nil

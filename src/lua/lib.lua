@@ -5,7 +5,7 @@
 -- a script calls them.
 --
 -- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: see the `scripts` module docs)
--- KEYS[2]  its release channel, <prefix>:{<name>}:released (same slot)
+--          (its release channel, <prefix>:{<name>}:released, is in the same slot)
 --
 -- Early returns of every script:
 --   {-3, type}   the key holds another type (nothing is touched; see head.lua)
@@ -63,8 +63,8 @@ end
 local function put(f, v) W[f] = v end
 local function del(f) W[f] = false end
 
--- the server's time (a fast path may have read it already)
-local t = T or redis.call('TIME')
+-- the server's time
+local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -259,7 +259,7 @@ end
 --   'g <owner> <hold id> <fence>'  a free lock was handed to the first queued writer
 --   '*'                            the lock is free and no writer is queued: anyone
 --   'r'                            readers may enter (no writer holds or waits)
-local function finish(publish)
+local function finish()
   local msg = nil
   if pending ~= nil and held == 1 and (writer == nil or writer == upgrader) then
     -- the upgradable holder waits to upgrade and is the only owner left: its upgradable
@@ -329,8 +329,8 @@ local function finish(publish)
       redis.call('PEXPIRE', key, math.max(du - now, 1))
     end
   end
-  if msg ~= nil and publish ~= nil and publish ~= '' then
-    redis.call(publish, KEYS[2], msg)
+  if msg ~= nil and PUBLISH ~= '' then
+    redis.call(PUBLISH, key .. ':released', msg)
   end
 end
 

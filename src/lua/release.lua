@@ -1,10 +1,9 @@
 -- release.lua: gives back exactly one hold; idempotent. When the lock becomes free and
 -- a writer is queued, the lock is handed to it in the same step. O(1).
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id
--- ARGV[3]  publish command: 'spublish', 'publish', or ''
 -- Returns
 --   {1}  released
 --   {0}  no such hold (released before, or its lease had run out)
@@ -15,6 +14,6 @@ if bad then return {-4, bad} end
 local mine = owner_entry(owner)
 if mine == false then return {-4, 'o:' .. owner} end
 local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
-finish(ARGV[3])
+finish()
 if found then return {1} end
 return {0}

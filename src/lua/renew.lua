@@ -3,10 +3,9 @@
 -- costs n, not n squared. The client sends at most a few hundred owners per call, so
 -- that no call holds the server for long.
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  lease in ms
--- ARGV[2]  publish command: 'spublish', 'publish', or ''
--- ARGV[3..] owner tokens
+-- ARGV[2..] owner tokens
 -- Returns {1, list}: one entry per owner, in order: the space-separated ids of the holds
 -- it still has ('' when it has none left: its lease ran out or its holds were removed).
 -- {-3, type}, {-4, field}: see lib
@@ -14,7 +13,7 @@ local lease = tonumber(ARGV[1])
 local bad = prune()
 if bad then return {-4, bad} end
 local fields = {}
-for i = 3, #ARGV do fields[#fields + 1] = 'o:' .. ARGV[i] end
+for i = 2, #ARGV do fields[#fields + 1] = 'o:' .. ARGV[i] end
 local out = {}
 if #fields > 0 then
   local values = redis.call('HMGET', key, unpack(fields))
@@ -45,5 +44,5 @@ if #fields > 0 then
     deadline_set(now + lease)
   end
 end
-finish(ARGV[2])
+finish()
 return {1, out}

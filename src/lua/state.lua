@@ -1,8 +1,7 @@
 -- state.lua: the live state of a lock, for diagnostics: O(n), the one script that reads
 -- the whole hash (expired entries are left out, and dropped).
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
--- ARGV[1]  publish command: 'spublish', 'publish', or ''
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- Returns {2, fence or '', {owner, read holds, write holds, upgradable holds,
 --          lease left ms, ...},
 --          {queued writer owners, first first}}
@@ -40,7 +39,7 @@ local names = {}
 for _, q in ipairs(waiting) do names[#names + 1] = q[2] end
 local bad = prune()
 if bad then return {-4, bad} end
-finish(ARGV[1])
+finish()
 local fe = ''
 if fence ~= nil then fe = fmt(fence) end
 return {2, fe, holders, names}

@@ -4,13 +4,12 @@
 -- readers wait, and the release that lets the last other reader out grants it (before
 -- any queued writer). O(1).
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
 -- ARGV[2]  id of the upgradable hold
 -- ARGV[3]  id of the write hold
 -- ARGV[4]  lease in ms
 -- ARGV[5]  '1': wait (leave the upgrade pending); '0': one attempt only
--- ARGV[6]  publish command: 'spublish', 'publish', or ''
 -- Returns
 --   {1, fence}    the write hold (also for a retry, or when it was granted meanwhile)
 --   {0, wait_ms}  readers still hold; pending if ARGV[5] is '1'
@@ -29,16 +28,16 @@ if mine ~= nil then
   end
 end
 if at == nil then
-  finish(ARGV[6])
+  finish()
   return {2}
 end
 if held == 1 and (writer == nil or writer == owner) then
   table.remove(mine.holds, at)
   upgrader, pending, pending_lease = nil, nil, nil
   local f = grant(owner, mine, 'w', wid, lease)
-  finish(ARGV[6])
+  finish()
   return {1, f}
 end
 if ARGV[5] == '1' then pending, pending_lease = wid, lease end
-finish(ARGV[6])
+finish()
 return {0, wait_ms(lease)}

@@ -3,12 +3,11 @@
 -- been handed meanwhile, in one step (two steps could let a hand-off slip in between).
 -- O(1).
 --
--- KEYS[1]  lock hash; KEYS[2] release channel
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
--- ARGV[2]  publish command: 'spublish', 'publish', or ''
--- ARGV[3]  hold id of the acquire
+-- ARGV[2]  hold id of the acquire
 -- Returns {1}; {-3, type}, {-4, field}: see lib
-local owner, id = ARGV[1], ARGV[3]
+local owner, id = ARGV[1], ARGV[2]
 local bad = prune()
 if bad then return {-4, bad} end
 local q = queued_entry(owner)
@@ -18,5 +17,5 @@ if upgrader == owner and pending == id then pending, pending_lease = nil, nil en
 local mine = owner_entry(owner)
 if mine == false then return {-4, 'o:' .. owner} end
 if mine ~= nil then remove_hold(owner, mine, id) end
-finish(ARGV[2])
+finish()
 return {1}

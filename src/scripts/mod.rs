@@ -35,14 +35,18 @@
 //! removed by one scan of the hash when the earliest-deadline bound `dl` has passed:
 //! once per expiry, not per call. Renewing n owners costs n.
 //!
-//! Every script starts with `lua/layout.lua` (the layout version) and `lua/head.lua` (the
-//! summary read in one `HMGET`). The two calls of an uncontended cycle have fast paths,
-//! which write exactly what the general part would write without its parsing and
-//! bookkeeping: `lua/fast_acquire.lua`, before the head (the key does not exist: one
+//! Every script starts with two lines the client adds (`OWNER_ARG`, where the caller's
+//! owner token is in `ARGV`; `PUBLISH`, the command of release messages), then
+//! `lua/layout.lua` (the layout version). The two calls of an uncontended cycle have fast
+//! paths, which run next and write exactly what the general part would write, without
+//! its parsing and bookkeeping: `lua/fast_acquire.lua` (the key does not exist: one
 //! `EXISTS`, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`,
-//! `PEXPIRE`; nothing is read), and `lua/fast_release.lua`, after it (the caller's one
-//! hold is the lock's only hold, nobody waits and no entry has expired: `TIME`, `DEL`).
-//! Anything else goes on to `lua/lib.lua` and the script's file.
+//! `PEXPIRE`) and `lua/fast_release.lua` (one `HMGET` of the summary and the caller's
+//! entry; the caller's one hold is the lock's only hold and nobody waits: `DEL`, after a
+//! `TIME` that tells no entry has expired only when the deadlines differ). Anything else
+//! goes on to `lua/head.lua` (the summary and the caller's entries in one `HMGET`),
+//! `lua/lib.lua` and the script's file. Each call sends one key and only the arguments
+//! its script reads: the release channel, `<key>:released`, is named by the scripts.
 //!
 //! # Rules
 //! - Write is granted when no one holds and no writer is queued ahead; read when no
@@ -78,10 +82,11 @@ mod reply;
 use reply::{attempt, code, count, int, number, parse_renew, status, text};
 pub(crate) use reply::{RawHolder, RawState};
 
-/// A script: the line that tells the head where the caller's owner token is (`ARGV`
-/// index, 0 for none), the layout version, the head that reads the summary (with the
-/// script's fast path before it or after it, if it has one), the general part
-/// (`lib.lua`), then the script's own file.
+/// A script's text, but for the line the client adds before it (see
+/// [`Scripts::new`]): the line that tells the head where the caller's owner token is
+/// (`ARGV` index, 0 for none), the layout version, the script's fast path if it has one
+/// (it runs first, and falls through to the rest when it does not apply), the head that
+/// reads the summary, the general part (`lib.lua`), then the script's own file.
 macro_rules! lua {
     ($file:literal, $owner_arg:literal) => {
         concat!(
@@ -97,24 +102,6 @@ macro_rules! lua {
             include_str!(concat!("../lua/", $file))
         )
     };
-    // a fast path that needs nothing read: before the head
-    (first: $fast:literal, $file:literal, $owner_arg:literal) => {
-        concat!(
-            "local OWNER_ARG = ",
-            $owner_arg,
-            "\n",
-            include_str!("../lua/layout.lua"),
-            "\n",
-            include_str!(concat!("../lua/", $fast)),
-            "\n",
-            include_str!("../lua/head.lua"),
-            "\n",
-            include_str!("../lua/lib.lua"),
-            "\n",
-            include_str!(concat!("../lua/", $file))
-        )
-    };
-    // a fast path that works from what the head read: after it
     (fast: $fast:literal, $file:literal, $owner_arg:literal) => {
         concat!(
             "local OWNER_ARG = ",
@@ -122,15 +109,21 @@ macro_rules! lua {
             "\n",
             include_str!("../lua/layout.lua"),
             "\n",
-            include_str!("../lua/head.lua"),
-            "\n",
             include_str!(concat!("../lua/", $fast)),
+            "\n",
+            include_str!("../lua/head.lua"),
             "\n",
             include_str!("../lua/lib.lua"),
             "\n",
             include_str!(concat!("../lua/", $file))
         )
     };
+}
+
+/// A script as loaded: the line that names the command of release messages (`PUBLISH`),
+/// then `text`.
+fn script(publish: &str, text: &str) -> Script {
+    Script::from_lua(format!("local PUBLISH = '{publish}'\n{text}"))
 }
 
 /// The lock scripts, as loaded on the servers.
@@ -187,32 +180,25 @@ impl Intent {
     }
 }
 
-/// Keys and arguments every call needs.
+/// The lock a call is about: its key, the script's one `KEYS` entry (the scripts name
+/// the release channel, `<key>:released`, themselves: same slot, one key less to send).
 #[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub key: &'a str,
-    pub channel: &'a str,
-    pub publish: &'a str,
 }
 
 impl Scripts {
-    pub fn new() -> Scripts {
+    /// The scripts of a client whose release messages go out with `publish`
+    /// (`spublish`, `publish`, or `''` for none).
+    pub fn new(publish: &str) -> Scripts {
         Scripts {
-            acquire: Script::from_lua(lua!(
-                first: "fast_acquire.lua",
-                "acquire.lua",
-                2
-            )),
-            release: Script::from_lua(lua!(
-                fast: "fast_release.lua",
-                "release.lua",
-                1
-            )),
-            downgrade: Script::from_lua(lua!("downgrade.lua", 1)),
-            upgrade: Script::from_lua(lua!("upgrade.lua", 1)),
-            renew: Script::from_lua(lua!("renew.lua", 0)),
-            withdraw: Script::from_lua(lua!("withdraw.lua", 1)),
-            state: Script::from_lua(lua!("state.lua", 0)),
+            acquire: script(publish, lua!(fast: "fast_acquire.lua", "acquire.lua", 2)),
+            release: script(publish, lua!(fast: "fast_release.lua", "release.lua", 1)),
+            downgrade: script(publish, lua!("downgrade.lua", 1)),
+            upgrade: script(publish, lua!("upgrade.lua", 1)),
+            renew: script(publish, lua!("renew.lua", 0)),
+            withdraw: script(publish, lua!("withdraw.lua", 1)),
+            state: script(publish, lua!("state.lua", 0)),
         }
     }
 
@@ -243,7 +229,7 @@ impl Scripts {
         args: Vec<String>,
     ) -> Result<Value> {
         // kept for a retry after NOSCRIPT; cloning fred's values only bumps refcounts
-        let keys: Vec<fred::types::Key> = vec![t.key.into(), t.channel.into()];
+        let keys: Vec<fred::types::Key> = vec![t.key.into()];
         let args: Vec<Value> = args.into_iter().map(Value::from).collect();
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         match client
@@ -280,7 +266,6 @@ impl Scripts {
             hold.to_string(),
             lease_ms.to_string(),
             intent.arg().to_string(),
-            t.publish.to_string(),
         ];
         let reply = self.run(client, counters, &self.acquire, t, args).await?;
         let parts = status(t.key, reply)?;
@@ -296,7 +281,7 @@ impl Scripts {
         owner: &str,
         hold: u64,
     ) -> Result<bool> {
-        let args = vec![owner.to_string(), hold.to_string(), t.publish.to_string()];
+        let args = vec![owner.to_string(), hold.to_string()];
         let parts = status(
             t.key,
             self.run(client, counters, &self.release, t, args).await?,
@@ -323,7 +308,6 @@ impl Scripts {
             from.to_string(),
             to.to_string(),
             lease_ms.to_string(),
-            t.publish.to_string(),
             mode.arg().to_string(),
         ];
         let parts = status(
@@ -357,7 +341,6 @@ impl Scripts {
             to.to_string(),
             lease_ms.to_string(),
             if wait { "1" } else { "0" }.to_string(),
-            t.publish.to_string(),
         ];
         let parts = status(
             t.key,
@@ -375,7 +358,7 @@ impl Scripts {
         lease_ms: u64,
         owners: &[&str],
     ) -> Result<Vec<Vec<u64>>> {
-        let mut args = vec![lease_ms.to_string(), t.publish.to_string()];
+        let mut args = vec![lease_ms.to_string()];
         args.extend(owners.iter().map(|o| o.to_string()));
         parse_renew(
             t.key,
@@ -392,7 +375,7 @@ impl Scripts {
         owner: &str,
         hold: u64,
     ) -> Result<()> {
-        let args = vec![owner.to_string(), t.publish.to_string(), hold.to_string()];
+        let args = vec![owner.to_string(), hold.to_string()];
         status(
             t.key,
             self.run(client, counters, &self.withdraw, t, args).await?,
@@ -409,14 +392,8 @@ impl Scripts {
     ) -> Result<RawState> {
         let parts = status(
             t.key,
-            self.run(
-                client,
-                counters,
-                &self.state,
-                t,
-                vec![t.publish.to_string()],
-            )
-            .await?,
+            self.run(client, counters, &self.state, t, Vec::new())
+                .await?,
         )?;
         let fence = match parts.get(1).map(text).transpose()? {
             Some(s) if !s.is_empty() => Some(
@@ -451,11 +428,10 @@ impl Scripts {
     }
 }
 
-/// One lock's renewal in a batch: key, channel, owners.
+/// One lock's renewal in a batch: key, owners.
 #[derive(Clone)]
 pub(crate) struct RenewItem {
     pub key: String,
-    pub channel: String,
     pub owners: Vec<String>,
 }
 
@@ -467,7 +443,6 @@ impl Scripts {
         &self,
         client: &Client,
         counters: &Counters,
-        publish: &str,
         lease_ms: u64,
         items: &[RenewItem],
     ) -> Vec<Result<Vec<Vec<u64>>>> {
@@ -475,11 +450,9 @@ impl Scripts {
         for item in items {
             let mut args = vec![
                 self.renew.sha1().to_string(),
-                "2".to_string(),
+                "1".to_string(),
                 item.key.clone(),
-                item.channel.clone(),
                 lease_ms.to_string(),
-                publish.to_string(),
             ];
             args.extend(item.owners.iter().cloned());
             let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
@@ -517,12 +490,12 @@ mod tests {
     #[test]
     fn every_script_starts_with_the_owner_line_and_the_shared_head() {
         for (text, owner_arg) in [
-            (lua!(first: "fast_acquire.lua", "acquire.lua", 2), "2"),
+            (lua!(fast: "fast_acquire.lua", "acquire.lua", 2), "2"),
             (lua!(fast: "fast_release.lua", "release.lua", 1), "1"),
             (lua!("renew.lua", 0), "0"),
         ] {
             assert!(text.starts_with(&format!("local OWNER_ARG = {owner_arg}\n")));
-            assert!(text.contains("local function finish(publish)"));
+            assert!(text.contains("local function finish()"));
             assert!(text.contains("KEYS[1]"));
         }
     }

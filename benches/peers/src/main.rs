@@ -11,7 +11,7 @@
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -354,14 +354,32 @@ async fn run() -> Result<(), BoxError> {
     };
     let probe = Probe::new(&seeds[0]).await?;
     let tag = format!("peers-{}", std::process::id());
-    if arg("--only").as_deref() == Some("ours") {
-        let row = measured(
-            &probe,
-            "cluster-rwlock",
-            secs,
-            ours(&seeds, secs, &tag, TASKS),
-        )
-        .await?;
+    if let Some(only) = arg("--only") {
+        // one row alone (for profiling): ours, rslock or rds_lock
+        let row = match only.as_str() {
+            "ours" => {
+                measured(
+                    &probe,
+                    "cluster-rwlock",
+                    secs,
+                    ours(&seeds, secs, &tag, TASKS),
+                )
+                .await?
+            }
+            "rslock" => {
+                measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?
+            }
+            "rds_lock" => {
+                measured(
+                    &probe,
+                    "rds_lock 1.0",
+                    secs,
+                    rds_lock_rate(&seeds, secs, &tag),
+                )
+                .await?
+            }
+            other => return Err(format!("--only {other}: ours, rslock or rds_lock").into()),
+        };
         let (cmd, cpu, client) = row.per_cycle;
         println!(
             "| {} | {:.0} | - | {cmd:.1} | {cpu:.1} | {client:.1} |",
