@@ -11,14 +11,17 @@
 -- Returns
 --   {1, fence}   granted; otherwise falls through
 if ARGV[5] ~= '2' and redis.call('EXISTS', KEYS[1]) == 0 then
-  local m, lease = ARGV[1], tonumber(ARGV[4])
-  if (m == 'r' or m == 'w' or m == 'u') and lease and lease >= 1 then
+  -- the lease as the client sends it, digits only: PEXPIRE takes the string as it is
+  -- (a Lua number would be turned back into a string with a float's format)
+  local m, lease = ARGV[1], ARGV[4]
+  if (m == 'r' or m == 'w' or m == 'u') and lease and string.find(lease, '^[1-9]%d*$') then
     local time = redis.call('TIME')
-    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local usec = tonumber(time[2])
     -- a fresh hash has no last fence: the fence is server time in microseconds, the
-    -- seconds followed by the microseconds on six digits (no arithmetic on 16 digits)
-    local fence = time[1] .. string.sub('00000' .. time[2], -6)
-    local deadline = string.format('%.0f', now + lease)
+    -- seconds followed by the microseconds on six digits (no arithmetic on 16 digits);
+    -- '%d' formats an integer without the cost of a float's '%.0f'
+    local fence = time[1] .. string.format('%06d', usec)
+    local deadline = string.format('%d', tonumber(time[1]) * 1000 + math.floor(usec / 1000) + tonumber(lease))
     -- summary: layout, fence, one owner, both deadline bounds, an empty queue, no
     -- waiting readers; the owner's entry with its one hold; 'w' or 'u' for that mode
     local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. deadline .. ' ' .. deadline .. ' 0 0 -'
