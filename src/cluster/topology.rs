@@ -178,26 +178,40 @@ pub(crate) fn merge(views: &[Vec<NodeLine>]) -> Option<SlotMap> {
     }
     known.sort();
     known.dedup();
-    let mut masters: Vec<Addr> = best.iter().flatten().map(|(_, a)| a.to_string()).collect();
-    masters.sort();
-    masters.dedup();
+    // the distinct owners, without a string per slot: slots come in ranges, and a
+    // cluster has a handful of masters (the watch runs this every second)
+    let mut masters: Vec<&str> = Vec::new();
+    for &(_, a) in best.iter().flatten() {
+        if masters.last() != Some(&a) && !masters.contains(&a) {
+            masters.push(a);
+        }
+    }
+    masters.sort_unstable();
     if masters.is_empty() {
         return None;
     }
+    let mut last: Option<(&str, u16)> = None;
     let owners = best
         .iter()
         .map(|b| match b {
-            Some((_, a)) => masters
-                .binary_search_by(|m| m.as_str().cmp(a))
-                .ok()
-                .and_then(|i| u16::try_from(i).ok())
-                .unwrap_or(NONE),
+            Some((_, a)) => match last {
+                Some((l, i)) if l == *a => i,
+                _ => {
+                    let i = masters
+                        .binary_search(a)
+                        .ok()
+                        .and_then(|i| u16::try_from(i).ok())
+                        .unwrap_or(NONE);
+                    last = Some((a, i));
+                    i
+                }
+            },
             None => NONE,
         })
         .collect();
     Some(SlotMap {
         owners,
-        masters,
+        masters: masters.into_iter().map(str::to_string).collect(),
         known,
     })
 }
@@ -282,7 +296,10 @@ h 10.0.0.4:6381@16381 handshake - 0 0 0 connected
         assert_eq!(v[2].addr, None);
         let map = merge(&[v]).unwrap();
         assert_eq!(map.owner(150).unwrap(), "10.0.0.2:6380");
+        assert_eq!(map.owner(200).unwrap(), "10.0.0.1:6379");
         assert_eq!(map.owner(250), None);
+        // each master once, in order, whatever the order of its ranges
+        assert_eq!(map.masters(), ["10.0.0.1:6379", "10.0.0.2:6380"]);
         assert!(!map.complete());
         assert!(parse_nodes("", "x:1").is_none());
         assert!(parse_nodes("garbage\n\n", "x:1").is_none());
