@@ -1,9 +1,9 @@
 //! The lock's algorithm: Lua scripts over one hash per lock, and their raw calls.
 //!
 //! This module is the state machine; [`RwLock`](crate::RwLock) and the guards wrap it
-//! in a safe API. Every script touches one key and its channel (one slot), reads the
-//! server's `TIME` (never a client clock), and keeps the key's TTL on the latest deadline
-//! of its entries, so a lock whose holders all died disappears.
+//! in a safe API. Every script touches one key and its channel (one slot), goes by the
+//! server's clock (`TIME`, or the key's TTL; never a client clock), and keeps the key's
+//! TTL on the latest deadline of its entries, so a lock whose holders all died disappears.
 //!
 //! # Hash layout (version 2)
 //!
