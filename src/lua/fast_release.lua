@@ -6,10 +6,11 @@
 -- has passed, another layout, a key of another type) it does nothing and the general
 -- script decides.
 --
--- No clock when every deadline is the same (dl = du, as after a fresh grant): the key's
--- TTL is set to the latest deadline du, so the key still existing means that deadline
--- has not passed (Redis expires keys by the time the script started), and the caller's
--- hold is live. Otherwise TIME decides whether an entry has expired and needs pruning.
+-- No clock when every deadline is the same (dl = du, as after a fresh grant): every
+-- script leaves the key's TTL on the latest deadline du (fast_acquire.lua, and lib.lua's
+-- finish whenever du changes), so the key still existing means that deadline has not
+-- passed (Redis expires keys by the time the script started), and the caller's hold is
+-- live. Otherwise TIME decides whether an entry has expired and needs pruning.
 --
 -- KEYS, ARGV: as release.lua
 -- Returns

@@ -326,7 +326,9 @@ local function finish()
     end
     if #dels > 0 and existed then redis.call('HDEL', key, unpack(dels)) end
     if #set > 0 then redis.call('HSET', key, unpack(set)) end
-    if du > before_du or not existed then
+    -- the key's TTL is du, exactly: also when pruning lowered it (fast_release.lua
+    -- relies on it: while dl = du, the key existing means no deadline has passed)
+    if du ~= before_du or not existed then
       redis.call('PEXPIRE', key, math.max(du - now, 1))
     end
   end
