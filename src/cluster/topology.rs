@@ -178,11 +178,11 @@ pub(crate) fn merge(views: &[Vec<NodeLine>]) -> Option<SlotMap> {
     }
     known.sort();
     known.dedup();
-    // the distinct owners, without a string per slot: slots come in ranges, and a
-    // cluster has a handful of masters (the watch runs this every second)
+    // the distinct owners, without a string per slot: a cluster has a handful of masters
+    // (the watch runs this every second)
     let mut masters: Vec<&str> = Vec::new();
     for &(_, a) in best.iter().flatten() {
-        if masters.last() != Some(&a) && !masters.contains(&a) {
+        if !masters.contains(&a) {
             masters.push(a);
         }
     }

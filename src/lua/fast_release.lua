@@ -21,14 +21,14 @@ if F[1] and F[2] then
   local layout, dl, du, qh, qt = string.match(F[1], '^(%d+) %d+ 1 (%d+) (%d+) (%d+) (%d+) %-$')
   -- the caller's entry has exactly one hold, and it is the one given back
   if layout == LAYOUT and qh == qt and string.match(F[2], '^%d+ [rwu](%d+):%d+$') == ARGV[2] then
-    if dl == du then
-      redis.call('DEL', KEYS[1])
-      return {1}
+    local live = dl == du
+    if not live then
+      -- before the earliest-deadline bound, no entry has expired: the caller is the one
+      -- owner, and no other entry needs pruning first
+      local time = redis.call('TIME')
+      live = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) < tonumber(dl)
     end
-    local time = redis.call('TIME')
-    -- before the earliest-deadline bound, no entry has expired: the caller is the one
-    -- owner, and no other entry needs pruning first
-    if tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) < tonumber(dl) then
+    if live then
       redis.call('DEL', KEYS[1])
       return {1}
     end

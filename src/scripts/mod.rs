@@ -496,6 +496,9 @@ mod tests {
         ] {
             assert!(text.starts_with(&format!("local OWNER_ARG = {owner_arg}\n")));
             assert!(text.contains("local function finish()"));
+            // the scripts name the release channel as the subscribers do
+            assert_eq!(crate::keys::channel("k"), "k:released");
+            assert!(text.contains("key .. ':released'"));
             assert!(text.contains("KEYS[1]"));
         }
     }
