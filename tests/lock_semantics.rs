@@ -408,6 +408,36 @@ async fn cancelled_acquires_leave_nothing_behind() {
     assert_no_keys(cluster, &p).await;
 }
 
+/// A waiter dropped while its channel's first subscribe is still under way must leave
+/// the channel: the subscription is then dropped after its linger, not kept forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_while_subscribing_leaves_no_subscription() {
+    let cluster = cluster().await;
+    let p = prefix("subleak");
+    let client = client(cluster, &p).await;
+    let mut dropped = 0;
+    for i in 0..10 {
+        let lock = client.rwlock(&format!("res{i}")).unwrap();
+        // polled once: it joins the channel, starts the subscribe and waits for it
+        match tokio::time::timeout(Duration::ZERO, lock.write()).await {
+            Ok(g) => g.unwrap().release().await.unwrap(),
+            Err(_) => dropped += 1,
+        }
+    }
+    assert!(dropped > 0, "no acquire was dropped while subscribing");
+    let began = Instant::now();
+    while client.stats().subscriptions > 0 {
+        assert!(
+            began.elapsed() < Duration::from_secs(6),
+            "{} channel(s) still subscribed {:?} after {dropped} dropped waiters left",
+            client.stats().subscriptions,
+            began.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_a_short_lease_alive() {
     let cluster = cluster().await;

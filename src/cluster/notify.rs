@@ -392,13 +392,16 @@ impl Notifier {
                 }
             });
         }
-        let _ = tokio::time::timeout(JOIN_WAIT, live.wait_for(|l| *l)).await;
-        Subscription {
+        // made before the wait: a waiter dropped while it waits leaves through its Drop,
+        // or the channel would count it forever and never be unsubscribed
+        let subscription = Subscription {
             notifier: self.clone(),
             channel: channel.to_string(),
             rx,
-            live,
-        }
+            live: live.clone(),
+        };
+        let _ = tokio::time::timeout(JOIN_WAIT, live.wait_for(|l| *l)).await;
+        subscription
     }
 
     /// Number of channels this client is subscribed to.
