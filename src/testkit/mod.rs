@@ -25,7 +25,11 @@
 //! [`kill`](TestCluster::kill), [`pause`](TestCluster::pause) /
 //! [`unpause`](TestCluster::unpause), [`restart`](TestCluster::restart),
 //! [`partition`](TestCluster::partition) / [`heal`](TestCluster::heal) (iptables on `lo`,
-//! root only) and [`move_slot`](TestCluster::move_slot).
+//! root only), [`isolate`](TestCluster::isolate) (from the other nodes only; clients
+//! still reach it), [`cut_replication`](TestCluster::cut_replication) /
+//! [`restore_replication`](TestCluster::restore_replication) (replication lag),
+//! [`failover`](TestCluster::failover) (`CLUSTER FAILOVER`) and
+//! [`move_slot`](TestCluster::move_slot).
 //!
 //! # Clean-up
 //! Nodes are removed when the [`TestCluster`] is dropped, and also when the process
@@ -63,6 +67,7 @@ mod ports; // the block of ports a cluster runs on
 mod query; // slot owners, keys, replicas, commands on every node
 mod ready; // readiness and failover waits
 mod reaper; // the session and its reaper process
+mod replication; // replication cuts, isolation from the other nodes, manual failover
 mod server; // Redis or Valkey
 mod shim; // the Docker API shim for old engines
 

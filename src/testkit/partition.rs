@@ -82,6 +82,38 @@ async fn rule(op: &'static str, target: Target) -> Result<bool, TestkitError> {
     }
 }
 
+/// Runs `iptables -w <op> <args>` (args complete: chain, match and target).
+pub(super) async fn raw_rule(op: &'static str, args: &[String]) -> Result<(), TestkitError> {
+    let owned = args.to_vec();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("iptables")
+            .args(["-w", op])
+            .args(&owned)
+            .stdin(Stdio::null())
+            .output()
+    })
+    .await
+    .map_err(|e| TestkitError::Command(e.to_string()))?
+    .map_err(|e| TestkitError::Iptables(format!("cannot run iptables: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(TestkitError::Iptables(format!(
+            "iptables {op} {} refused: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Adds (`-I`) a DROP rule of this session: `spec` (chain and match) with the session's
+/// comment.
+pub(super) async fn session_rule(op: &'static str, spec: &[String]) -> Result<(), TestkitError> {
+    let mut args = spec.to_vec();
+    args.extend(["-m", "comment", "--comment", &rule_tag(), "-j", "DROP"].map(String::from));
+    raw_rule(op, &args).await
+}
+
 impl TestCluster {
     /// Cuts node `index` off: every packet to its client port and its cluster bus port is
     /// dropped, and every packet it sends, so that clients and the other nodes stop
@@ -130,7 +162,8 @@ impl TestCluster {
     }
 
     /// Ends the partition of node `index`: its packets flow again (this session's rules
-    /// for it are removed; nothing happens when there are none). An old master that was
+    /// that name it are removed, also those of [`isolate`](Self::isolate) and
+    /// [`cut_replication`](Self::cut_replication); nothing happens when there are none). An old master that was
     /// failed over meanwhile rejoins as a replica of the node that replaced it.
     ///
     /// ```no_run
@@ -148,6 +181,16 @@ impl TestCluster {
         for t in targets {
             while rule("-D", t).await? {}
         }
+        // and the rules of an isolation or a replication cut that name the node
+        let (p, bus) = (port.to_string(), (port + 10000).to_string());
+        let gid = node_gid(port).map(|g| g.to_string()).unwrap_or_default();
+        self.remove_rules(|words| {
+            words.windows(2).any(|w| {
+                matches!(w[0], "--sport" | "--dport") && (w[1] == p || w[1] == bus)
+                    || w[0] == "--gid-owner" && w[1] == gid
+            })
+        })
+        .await?;
         self.mark(index, false);
         Ok(())
     }

@@ -18,14 +18,15 @@ pub(super) fn session_id() -> &'static str {
 
 /// The reaper: a process of its own group that waits for our end of a pipe to close and
 /// then removes everything this process started. Lines it is sent: `pid:<n>`, `dir:<path>`,
-/// `rule:<port>:<gid>` (a partition's iptables rules, see [`partition`]).
+/// `rule:<port>:<gid>` (a partition's iptables rules, see [`partition`]), `rules:` (every
+/// rule carrying the session's comment, as isolations and replication cuts add).
 pub(super) fn reaper() -> &'static Mutex<Option<std::process::ChildStdin>> {
     static REAPER: OnceLock<Mutex<Option<std::process::ChildStdin>>> = OnceLock::new();
     REAPER.get_or_init(|| {
         let script = format!(
-            r#"pids=""; dirs=""; rules=""
+            r#"pids=""; dirs=""; rules=""; sweep=""
 while read -r line; do
-  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; rule:*) rules="$rules ${{line#rule:}}";; esac
+  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; rule:*) rules="$rules ${{line#rule:}}";; rules:*) sweep=1;; esac
 done
 for r in $rules; do
   port=${{r%%:*}}; gid=${{r#*:}}
@@ -34,6 +35,9 @@ for r in $rules; do
   done
   while iptables -w -D OUTPUT -o lo -m owner --gid-owner $gid -m comment --comment {rule_tag} -j DROP 2>/dev/null; do :; done
 done
+if [ -n "$sweep" ]; then
+  iptables -w -S 2>/dev/null | grep -e "--comment {rule_tag} " | sed 's/^-A //' | while read -r r; do iptables -w -D $r 2>/dev/null; done
+fi
 ids=$(docker ps -aq --filter label={SESSION_LABEL}={session} 2>/dev/null)
 [ -n "$ids" ] && docker rm -f -v $ids >/dev/null 2>&1
 for p in $pids; do kill -CONT $p 2>/dev/null; kill -9 $p 2>/dev/null; done
