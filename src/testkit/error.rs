@@ -42,8 +42,10 @@ pub enum TestkitError {
         /// The nodes' last log lines.
         logs: String,
     },
-    /// The operation needs a cluster that the test bed started itself.
-    #[error("not supported with an external cluster (REDIS_CLUSTER_URL): {0}")]
+    /// The operation needs a cluster that the test bed started itself (not an external
+    /// one, `REDIS_CLUSTER_URL`), or started with an option it did not get (clock skew
+    /// needs [`StartOptions::skewable_clocks`](super::StartOptions::skewable_clocks)).
+    #[error("not supported by this cluster (an external one, REDIS_CLUSTER_URL, has no fault controls): {0}")]
     Unsupported(&'static str),
     /// The native backend cannot find the server's binary (`redis-server` on `PATH`, or
     /// `valkey-server` where `scripts/valkey-image.sh` unpacks it or `VALKEY_SERVER` says).
@@ -58,6 +60,10 @@ pub enum TestkitError {
     /// rule (it needs root).
     #[error("partitions need iptables and root: {0}")]
     Iptables(String),
+    /// Skewable clocks need libfaketime, which is missing: on this machine (native
+    /// backend), or in the image (an image built before the scripts copied it in).
+    #[error("skewable clocks need libfaketime: {0}")]
+    Faketime(String),
     /// A node index out of range.
     #[error("no node {0}: nodes are numbered 0 to 5")]
     NoSuchNode(usize),

@@ -185,13 +185,13 @@ impl TestCluster {
             }
             Target::Process(old, dir) => {
                 // stopping waits for the old process: on a blocking thread
-                let server = self.server;
+                let (server, clock) = (self.server, node.clock.clone());
                 let (old, new) = blocking(move || {
                     let mut old = old;
                     if let Some(c) = old.as_mut() {
                         stop_child(c);
                     }
-                    (old, spawn_native(server, port, &dir))
+                    (old, spawn_native(server, port, &dir, clock.as_deref()))
                 })
                 .await?;
                 match new {

@@ -7,9 +7,8 @@ use super::docker::{ensure_image, prepare_docker};
 use super::node::{Handle, Node};
 use super::ports::pick_ports;
 use super::reaper::reaper;
-use super::{
-    admin, blocking, on_runtime, server, Backend, NodeInfo, Server, TestCluster, TestkitError,
-};
+use super::{admin, blocking, on_runtime, server, skew, Backend, NodeInfo, Server};
+use super::{StartOptions, TestCluster, TestkitError};
 use super::{READY_TIMEOUT, SLOTS};
 
 impl TestCluster {
@@ -24,7 +23,22 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn start() -> Result<TestCluster, TestkitError> {
-        on_runtime(Self::start_here()).await
+        Self::start_with(StartOptions::default()).await
+    }
+
+    /// [`start`](Self::start) with options: skewable clocks (see [`StartOptions`]). An
+    /// external cluster (`REDIS_CLUSTER_URL`) is attached to as it is, options aside.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// use cluster_rwlock::testkit::{StartOptions, TestCluster};
+    ///
+    /// let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(true)).await?;
+    /// cluster.skew_clock(2, -1000).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_with(options: StartOptions) -> Result<TestCluster, TestkitError> {
+        on_runtime(Self::start_here(options)).await
     }
 
     /// One cluster per process, started by the first caller and shared by all; it is
@@ -41,7 +55,7 @@ impl TestCluster {
         SHARED.get_or_try_init(Self::start).await
     }
 
-    async fn start_here() -> Result<TestCluster, TestkitError> {
+    async fn start_here(options: StartOptions) -> Result<TestCluster, TestkitError> {
         let began = Instant::now();
         if let Ok(url) = std::env::var("REDIS_CLUSTER_URL") {
             return Self::external(&url, began).await;
@@ -56,18 +70,22 @@ impl TestCluster {
             }
         };
         let server = Server::from_env()?;
+        let skewable = options.skewable_clocks;
         if backend == Backend::Native {
             server.binary()?; // fail at once, with how to get it, rather than six times
+            if skewable {
+                skew::host_faketime()?;
+            }
         }
         let _ = reaper();
         if backend == Backend::Docker {
             prepare_docker().await?;
-            ensure_image(server).await?;
+            ensure_image(server, skewable).await?;
         }
         let mut last = None;
         for _ in 0..3 {
             let (base, ports_lock) = blocking(pick_ports).await??;
-            match Self::launch(backend, server, base).await {
+            match Self::launch(backend, server, base, skewable).await {
                 Ok(nodes) => {
                     let mut cluster = TestCluster {
                         backend,
@@ -122,6 +140,7 @@ impl TestCluster {
                 },
                 handle: Mutex::new(Handle::External),
                 down: Mutex::new(false),
+                clock: None,
             })
             .collect();
         let info = admin::text(port, "INFO", &["server"]).await?;

@@ -1,16 +1,18 @@
 //! Starting the six nodes, as containers or as local processes.
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use testcontainers::core::WaitFor;
+use testcontainers::core::{Mount, WaitFor};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{GenericImage, ImageExt};
 
 use super::native::spawn_native;
 use super::node::{node_logs, remove_nodes, Handle, Node};
 use super::reaper::{session_id, tell_reaper};
-use super::{admin, blocking, partition, Backend, NodeInfo, Server, TestCluster, TestkitError};
+use super::TestkitError;
+use super::{admin, blocking, partition, skew, Backend, NodeInfo, Server, TestCluster};
 use super::{SESSION_LABEL, TESTBED_LABEL};
 
 /// The server's command line for the node on `port`, with its files in `dir`.
@@ -55,18 +57,22 @@ impl TestCluster {
         backend: Backend,
         server: Server,
         base: u16,
+        skewable: bool,
     ) -> Result<Vec<Node>, TestkitError> {
         let mut set = tokio::task::JoinSet::new();
         for index in 0..6 {
             let port = base + index as u16;
-            set.spawn(async move { (index, Self::launch_node(backend, server, port).await) });
+            set.spawn(async move {
+                let launched = Self::launch_node(backend, server, port, skewable).await;
+                (index, launched)
+            });
         }
         let mut nodes: Vec<Option<Node>> = (0..6).map(|_| None).collect();
         let mut failure = None;
         while let Some(joined) = set.join_next().await {
             let (index, res) = joined.map_err(|e| TestkitError::Command(e.to_string()))?;
             match res {
-                Ok(handle) => {
+                Ok((handle, clock)) => {
                     let port = base + index as u16;
                     nodes[index] = Some(Node {
                         info: NodeInfo {
@@ -76,6 +82,7 @@ impl TestCluster {
                         },
                         handle: Mutex::new(handle),
                         down: Mutex::new(false),
+                        clock,
                     });
                 }
                 Err(e) => failure = Some(e),
@@ -121,11 +128,13 @@ impl TestCluster {
         }
     }
 
+    /// Starts the node on `port`; with a skewable clock, also returns its clock file.
     async fn launch_node(
         backend: Backend,
         server: Server,
         port: u16,
-    ) -> Result<Handle, TestkitError> {
+        skewable: bool,
+    ) -> Result<(Handle, Option<PathBuf>), TestkitError> {
         match backend {
             Backend::Docker => {
                 let image = server.image();
@@ -138,9 +147,27 @@ impl TestCluster {
                     .with_container_name(format!("cluster-rwlock-{}-{port}", session_id()))
                     .with_cmd(node_args(port, "/data"));
                 // a group of the node's own, so that a partition can drop what it sends
-                let request = match partition::node_gid(port) {
+                let mut request = match partition::node_gid(port) {
                     Some(gid) => request.with_user(format!("0:{gid}")),
                     None => request,
+                };
+                // the clock file lives in a host directory of its own, mounted whole: a
+                // file replaced by a rename shows through a directory mount, not a file's
+                let clock = if skewable {
+                    let dir = std::env::temp_dir()
+                        .join(format!("cluster-rwlock-{}-{port}-clock", session_id()));
+                    let file = new_clock(&dir)?;
+                    request = request.with_mount(Mount::bind_mount(
+                        dir.display().to_string(),
+                        skew::CLOCK_MOUNT,
+                    ));
+                    let inside = format!("{}/{}", skew::CLOCK_MOUNT, skew::CLOCK_FILE);
+                    for (name, value) in skew::faketime_env(skew::IMAGE_FAKETIME, &inside) {
+                        request = request.with_env_var(name, value);
+                    }
+                    Some(file)
+                } else {
+                    None
                 };
                 let container = request.start().await.map_err(|e| {
                     let text = e.to_string();
@@ -150,23 +177,39 @@ impl TestCluster {
                         TestkitError::Command(format!("starting the node on port {port}: {text}"))
                     }
                 })?;
-                Ok(Handle::Container {
+                let handle = Handle::Container {
                     id: container.id().to_string(),
                     container: Some(Box::new(container)),
-                })
+                };
+                Ok((handle, clock))
             }
             Backend::Native => {
                 let dir =
                     std::env::temp_dir().join(format!("cluster-rwlock-{}-{port}", session_id()));
                 std::fs::create_dir_all(&dir).map_err(|e| TestkitError::Command(e.to_string()))?;
                 tell_reaper(&format!("dir:{}", dir.display()));
-                let child = spawn_native(server, port, &dir)?;
-                Ok(Handle::Process {
+                let clock = if skewable {
+                    Some(new_clock(&dir)?)
+                } else {
+                    None
+                };
+                let child = spawn_native(server, port, &dir, clock.as_deref())?;
+                let handle = Handle::Process {
                     child: Some(child),
                     dir,
-                })
+                };
+                Ok((handle, clock))
             }
-            Backend::External => Ok(Handle::External),
+            Backend::External => Ok((Handle::External, None)),
         }
     }
+}
+
+/// A clock file with no offset in `dir` (made if missing, and told to the reaper).
+fn new_clock(dir: &Path) -> Result<PathBuf, TestkitError> {
+    std::fs::create_dir_all(dir).map_err(|e| TestkitError::Command(e.to_string()))?;
+    tell_reaper(&format!("dir:{}", dir.display()));
+    let file = dir.join(skew::CLOCK_FILE);
+    skew::write_offset(&file, 0)?;
+    Ok(file)
 }

@@ -24,21 +24,29 @@
 //! # Faults
 //! [`kill`](TestCluster::kill), [`pause`](TestCluster::pause) /
 //! [`unpause`](TestCluster::unpause), [`restart`](TestCluster::restart),
-//! [`partition`](TestCluster::partition) / [`heal`](TestCluster::heal) (iptables on `lo`,
-//! root only), [`isolate`](TestCluster::isolate) (from the other nodes only; clients
-//! still reach it), [`cut_replication`](TestCluster::cut_replication) /
-//! [`restore_replication`](TestCluster::restore_replication) (replication lag),
-//! [`failover`](TestCluster::failover) (`CLUSTER FAILOVER`) and
-//! [`move_slot`](TestCluster::move_slot).
+//! [`move_slot`](TestCluster::move_slot) and [`failover`](TestCluster::failover) (a manual
+//! `CLUSTER FAILOVER`, nothing lost); with iptables on `lo` (root only):
+//! [`partition`](TestCluster::partition) (cut off from everyone) and
+//! [`isolate`](TestCluster::isolate) (from the other nodes only, while its clients still
+//! reach it: the split-brain side), both undone by [`heal`](TestCluster::heal) and listed by
+//! [`partition_rules`](TestCluster::partition_rules), and
+//! [`cut_replication`](TestCluster::cut_replication) /
+//! [`restore_replication`](TestCluster::restore_replication) (real replication lag: a
+//! master's stream to its replicas dropped; listed by
+//! [`replication_rules`](TestCluster::replication_rules)). The nodes of a cluster started
+//! by [`start_with`](TestCluster::start_with) with
+//! [`StartOptions::skewable_clocks`] have wall clocks that
+//! [`skew_clock`](TestCluster::skew_clock) steps (libfaketime).
 //!
 //! # Clean-up
 //! Nodes are removed when the [`TestCluster`] is dropped, and also when the process
 //! exits in any way (a panic, `SIGKILL`, Ctrl-C): the first cluster of a process starts a
 //! small reaper process that holds a pipe to it and removes this process's containers
 //! (found by the label `io.cluster-rwlock.session`) and node processes once the pipe
-//! closes; it also removes this process's partition rules (tagged
-//! `cluster-rwlock-<session>`). Every container carries the label
-//! `io.cluster-rwlock.testbed`, so that `docker ps -a --filter label=io.cluster-rwlock.testbed`
+//! closes; it also removes this process's iptables rules (partitions, isolations,
+//! replication cuts: their comments start with `cluster-rwlock-<session>`). Every
+//! container carries the label `io.cluster-rwlock.testbed`, so that
+//! `docker ps -a --filter label=io.cluster-rwlock.testbed`
 //! shows any that are left, and `iptables -S | grep cluster-rwlock-` any rules.
 //!
 //! # Example
@@ -59,6 +67,7 @@ mod docker; // the docker CLI, the engine check and API shim, the server's image
 mod error; // TestkitError, Backend
 mod faults; // kill, pause, restart, move_slot, logs
 mod form; // start, shared, external clusters, forming the cluster
+mod isolate; // a node cut off from the other nodes only (iptables)
 mod launch; // starting the six nodes
 mod native; // node processes of the native backend
 mod node; // NodeInfo, what runs a node, its logs, its removal
@@ -67,13 +76,16 @@ mod ports; // the block of ports a cluster runs on
 mod query; // slot owners, keys, replicas, commands on every node
 mod ready; // readiness and failover waits
 mod reaper; // the session and its reaper process
-mod replication; // replication cuts, isolation from the other nodes, manual failover
+mod replication; // replication cuts (iptables), manual failover
+mod rules; // iptables rules added in one batch, listed and removed by their comment
 mod server; // Redis or Valkey
 mod shim; // the Docker API shim for old engines
+mod skew; // skewable clocks (libfaketime), StartOptions
 
 pub use error::{Backend, TestkitError};
 pub use node::NodeInfo;
 pub use server::{Server, VALKEY_IMAGE};
+pub use skew::StartOptions;
 
 use std::fmt;
 use std::sync::OnceLock;

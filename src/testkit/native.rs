@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use super::launch::node_args;
 use super::reaper::tell_reaper;
-use super::{partition, Server, TestkitError};
+use super::{partition, skew, Server, TestkitError};
 
 /// SIGKILLs a node process (thawed first: a stopped process would stay a zombie) and
 /// reaps it.
@@ -27,10 +27,13 @@ pub(super) fn signal(pid: u32, sig: &str) -> Result<(), TestkitError> {
     }
 }
 
+/// Starts the node on `port` with its files in `dir`; with a skewable clock read from the
+/// file `clock`, when given.
 pub(super) fn spawn_native(
     server: Server,
     port: u16,
     dir: &std::path::Path,
+    clock: Option<&std::path::Path>,
 ) -> Result<std::process::Child, TestkitError> {
     let binary = server.binary()?;
     let log = std::fs::File::create(dir.join("redis.log"))
@@ -39,6 +42,13 @@ pub(super) fn spawn_native(
     // a group of the node's own, so that a partition can drop what it sends
     if let Some(gid) = partition::node_gid(port) {
         command.gid(gid);
+    }
+    if let Some(file) = clock {
+        let lib = skew::host_faketime()?;
+        command.envs(skew::faketime_env(
+            &lib.display().to_string(),
+            &file.display().to_string(),
+        ));
     }
     let child = command
         .args(node_args(port, &dir.display().to_string()))

@@ -49,6 +49,9 @@ pub(super) struct Node {
     pub(super) handle: Mutex<Handle>,
     /// Killed or paused by the test: excluded from readiness checks.
     pub(super) down: Mutex<bool>,
+    /// The file (on this machine) that libfaketime reads the node's clock offset from,
+    /// when the cluster was started with skewable clocks.
+    pub(super) clock: Option<PathBuf>,
 }
 
 /// The last lines that `node` logged.
@@ -89,16 +92,24 @@ pub(super) async fn node_logs(node: &Node) -> String {
 /// runtime, which its async drop needs), processes by SIGKILL.
 pub(super) fn remove_nodes(nodes: Vec<Node>) {
     let mut containers = Vec::new();
+    let mut clock_dirs = Vec::new();
     for node in nodes {
         match node.handle.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Handle::Container { id, container } => {
+                // a container's clock file is in a host directory of its own
+                clock_dirs.extend(
+                    node.clock
+                        .as_deref()
+                        .and_then(|f| f.parent())
+                        .map(PathBuf::from),
+                );
                 // a paused container cannot be removed gracefully; unpause it first
                 let _ = docker_env(Command::new("docker"))
                     .args(["unpause", &id])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .status();
-                containers.extend(container);
+                containers.extend(container.map(|c| *c));
             }
             Handle::Process { child, dir } => {
                 if let Some(mut c) = child {
@@ -109,6 +120,14 @@ pub(super) fn remove_nodes(nodes: Vec<Node>) {
             Handle::External => {}
         }
     }
+    remove_containers(containers);
+    for dir in clock_dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes containers through testcontainers, on the test bed's runtime.
+fn remove_containers(containers: Vec<ContainerAsync<GenericImage>>) {
     if containers.is_empty() {
         return;
     }

@@ -14,8 +14,9 @@
 
 use std::process::{Command, Stdio};
 
+use super::isolate::ISOLATE;
 use super::reaper::{session_id, tell_reaper};
-use super::{TestCluster, TestkitError};
+use super::{rules, TestCluster, TestkitError};
 
 /// The comment on this session's rules.
 pub(super) fn rule_tag() -> String {
@@ -28,6 +29,15 @@ pub(super) fn node_gid(port: u16) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     root.then_some(100_000 + u32::from(port))
+}
+
+/// [`node_gid`], or the error that explains why there is none.
+pub(super) fn gid_of(port: u16) -> Result<u32, TestkitError> {
+    node_gid(port).ok_or_else(|| {
+        TestkitError::Iptables(
+            "the test bed does not run as root, so its nodes have no group of their own and iptables would refuse".into(),
+        )
+    })
 }
 
 /// The iptables arguments of one rule of a partition: packets to `port`, or packets sent
@@ -82,38 +92,6 @@ async fn rule(op: &'static str, target: Target) -> Result<bool, TestkitError> {
     }
 }
 
-/// Runs `iptables -w <op> <args>` (args complete: chain, match and target).
-pub(super) async fn raw_rule(op: &'static str, args: &[String]) -> Result<(), TestkitError> {
-    let owned = args.to_vec();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("iptables")
-            .args(["-w", op])
-            .args(&owned)
-            .stdin(Stdio::null())
-            .output()
-    })
-    .await
-    .map_err(|e| TestkitError::Command(e.to_string()))?
-    .map_err(|e| TestkitError::Iptables(format!("cannot run iptables: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(TestkitError::Iptables(format!(
-            "iptables {op} {} refused: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
-/// Adds (`-I`) a DROP rule of this session: `spec` (chain and match) with the session's
-/// comment.
-pub(super) async fn session_rule(op: &'static str, spec: &[String]) -> Result<(), TestkitError> {
-    let mut args = spec.to_vec();
-    args.extend(["-m", "comment", "--comment", &rule_tag(), "-j", "DROP"].map(String::from));
-    raw_rule(op, &args).await
-}
-
 impl TestCluster {
     /// Cuts node `index` off: every packet to its client port and its cluster bus port is
     /// dropped, and every packet it sends, so that clients and the other nodes stop
@@ -136,11 +114,7 @@ impl TestCluster {
             return Err(TestkitError::Unsupported("partition"));
         }
         let port = self.node(index)?.info.port;
-        let gid = node_gid(port).ok_or_else(|| {
-            TestkitError::Iptables(
-                "the test bed does not run as root, so its nodes have no group of their own and iptables would refuse".into(),
-            )
-        })?;
+        let gid = gid_of(port)?;
         // told first, so that the reaper removes the rules even if we die while adding them
         tell_reaper(&format!("rule:{port}:{gid}"));
         let targets = [
@@ -161,10 +135,10 @@ impl TestCluster {
         Ok(())
     }
 
-    /// Ends the partition of node `index`: its packets flow again (this session's rules
-    /// that name it are removed, also those of [`isolate`](Self::isolate) and
-    /// [`cut_replication`](Self::cut_replication); nothing happens when there are none). An old master that was
-    /// failed over meanwhile rejoins as a replica of the node that replaced it.
+    /// Ends the partition or the [isolation](Self::isolate) of node `index`: its packets
+    /// flow again (this session's rules for it are removed; nothing happens when there are
+    /// none). An old master that was failed over meanwhile rejoins as a replica of the node
+    /// that replaced it. A [replication cut](Self::cut_replication) is left as it is.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
@@ -181,23 +155,16 @@ impl TestCluster {
         for t in targets {
             while rule("-D", t).await? {}
         }
-        // and the rules of an isolation or a replication cut that name the node
-        let (p, bus) = (port.to_string(), (port + 10000).to_string());
-        let gid = node_gid(port).map(|g| g.to_string()).unwrap_or_default();
-        self.remove_rules(|words| {
-            words.windows(2).any(|w| {
-                matches!(w[0], "--sport" | "--dport") && (w[1] == p || w[1] == bus)
-                    || w[0] == "--gid-owner" && w[1] == gid
-            })
-        })
-        .await?;
+        rules::remove_tagged(&rules::fault_tag(ISOLATE, port)).await?;
         self.mark(index, false);
         Ok(())
     }
 
-    /// This process's partition rules, as `iptables -S` prints them (none when no node is
-    /// cut off): three per partitioned node, two on `INPUT` (its client and bus ports)
-    /// and one on `OUTPUT` (its group).
+    /// This process's partition and isolation rules, as `iptables -S` prints them (none
+    /// when no node is cut off): three per [partitioned](Self::partition) node, two on
+    /// `INPUT` (its client and bus ports) and one on `OUTPUT` (its group), and about
+    /// twenty per [isolated](Self::isolate) node. [`heal`](Self::heal) removes them;
+    /// [`replication_rules`](Self::replication_rules) lists the replication cuts.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
@@ -211,29 +178,8 @@ impl TestCluster {
         if self.backend() == super::Backend::External {
             return Err(TestkitError::Unsupported("partition_rules"));
         }
-        let out = tokio::task::spawn_blocking(|| {
-            Command::new("iptables")
-                .args(["-w", "-S"])
-                .stdin(Stdio::null())
-                .output()
-        })
-        .await
-        .map_err(|e| TestkitError::Command(e.to_string()))?
-        .map_err(|e| TestkitError::Iptables(format!("cannot run iptables: {e}")))?;
-        if !out.status.success() {
-            return Err(TestkitError::Iptables(format!(
-                "iptables -S refused: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
         let tag = rule_tag();
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| {
-                let words: Vec<&str> = l.split_whitespace().collect();
-                words.windows(2).any(|w| w[0] == "--comment" && w[1] == tag)
-            })
-            .map(str::to_string)
-            .collect())
+        let isolation = format!("{tag}-{ISOLATE}-");
+        rules::listed(|c| c == tag || c.starts_with(&isolation)).await
     }
 }

@@ -18,30 +18,29 @@ pub(super) fn session_id() -> &'static str {
 
 /// The reaper: a process of its own group that waits for our end of a pipe to close and
 /// then removes everything this process started. Lines it is sent: `pid:<n>`, `dir:<path>`,
-/// `rule:<port>:<gid>` (a partition's iptables rules, see [`partition`]), `rules:` (every
-/// rule carrying the session's comment, as isolations and replication cuts add).
+/// and `rule:<what>` (iptables rules were added: a partition's, an isolation's, a
+/// replication cut's; see [`partition`]), after which it removes every rule whose comment
+/// is this session's tag or starts with it and a dash.
 pub(super) fn reaper() -> &'static Mutex<Option<std::process::ChildStdin>> {
     static REAPER: OnceLock<Mutex<Option<std::process::ChildStdin>>> = OnceLock::new();
     REAPER.get_or_init(|| {
+        // the sweep runs again after the containers are gone: an iptables process that
+        // was still adding rules when we died has finished by then
         let script = format!(
-            r#"pids=""; dirs=""; rules=""; sweep=""
+            r#"pids=""; dirs=""; rules=""
 while read -r line; do
-  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; rule:*) rules="$rules ${{line#rule:}}";; rules:*) sweep=1;; esac
+  case "$line" in pid:*) pids="$pids ${{line#pid:}}";; dir:*) dirs="$dirs ${{line#dir:}}";; rule:*) rules=1;; esac
 done
-for r in $rules; do
-  port=${{r%%:*}}; gid=${{r#*:}}
-  for p in $port $((port + 10000)); do
-    while iptables -w -D INPUT -i lo -p tcp --dport $p -m comment --comment {rule_tag} -j DROP 2>/dev/null; do :; done
-  done
-  while iptables -w -D OUTPUT -o lo -m owner --gid-owner $gid -m comment --comment {rule_tag} -j DROP 2>/dev/null; do :; done
-done
-if [ -n "$sweep" ]; then
-  iptables -w -S 2>/dev/null | grep -e "--comment {rule_tag} " | sed 's/^-A //' | while read -r r; do iptables -w -D $r 2>/dev/null; done
-fi
+sweep() {{
+  [ -n "$rules" ] || return 0
+  iptables -w -S 2>/dev/null | grep -E -e "--comment {rule_tag}( |-)" | sed 's/^-A //' | while read -r r; do iptables -w -D $r 2>/dev/null; done
+}}
+sweep
 ids=$(docker ps -aq --filter label={SESSION_LABEL}={session} 2>/dev/null)
 [ -n "$ids" ] && docker rm -f -v $ids >/dev/null 2>&1
 for p in $pids; do kill -CONT $p 2>/dev/null; kill -9 $p 2>/dev/null; done
 for d in $dirs; do rm -rf "$d"; done
+sweep
 exit 0"#,
             session = session_id(),
             rule_tag = partition::rule_tag()

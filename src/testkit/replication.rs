@@ -1,191 +1,170 @@
-//! Faults of the links between nodes: replication lag (a master's stream to its replicas
-//! dropped while everything else flows), a node isolated from the other nodes while its
-//! clients still reach it, and a manual failover.
+//! Replication faults: the stream from a master to its replicas cut (real replication
+//! lag), and a manual failover.
 //!
-//! Why a cut and not a frozen replica: a frozen replica still receives the replication
-//! stream, since the kernel buffers it, and applies it when it wakes. Dropping the
-//! packets of the replication connection (iptables on `lo`, tagged with the session like
-//! the partition rules) makes the replica fall behind for real, while it stays up and its
-//! bus links keep it healthy in the cluster's eyes, so it can still be promoted.
+//! Why a cut and not a frozen replica: the kernel buffers the stream for a frozen process,
+//! which catches up the moment it runs again. With the stream's packets dropped the
+//! replica runs on, connected as far as it can tell, and serves reads of stale data; its
+//! master's writes pile up in the master's backlog until the cut ends.
 
 use std::time::{Duration, Instant};
 
-use super::partition::{node_gid, session_rule};
+use super::partition::{gid_of, rule_tag};
 use super::reaper::tell_reaper;
+use super::rules::{self, fault_tag, Rule};
 use super::{admin, Backend, TestCluster, TestkitError};
 
-/// The client ports of the replica connections of the master on `port`
-/// (`CLIENT LIST TYPE replica`, field `addr=127.0.0.1:<port>`).
-async fn replica_links(port: u16) -> Result<Vec<u16>, TestkitError> {
-    let list = admin::text(port, "CLIENT", &["LIST", "TYPE", "replica"]).await?;
+/// The comment kind of a replication cut's rules (see [`fault_tag`]).
+const REPL: &str = "repl";
+
+/// How long [`TestCluster::failover`] waits for the replica to take over.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The replication links of the node at `port`, as `(local port, remote port)` pairs:
+/// its replicas' connections (`kind` `replica`: its client port, their ephemeral ports),
+/// or its own connection to its master (`master`: its ephemeral port, the master's port).
+pub(super) async fn links(port: u16, kind: &str) -> Result<Vec<(u16, u16)>, TestkitError> {
+    let list = admin::text(port, "CLIENT", &["LIST", "TYPE", kind]).await?;
+    let port_of = |line: &str, field: &str| -> Option<u16> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(field))?
+            .rsplit(':')
+            .next()?
+            .parse()
+            .ok()
+    };
     Ok(list
         .lines()
-        .filter_map(|line| {
-            let addr = line
-                .split_whitespace()
-                .find_map(|f| f.strip_prefix("addr="))?;
-            addr.rsplit(':').next()?.parse().ok()
-        })
+        .filter_map(|l| Some((port_of(l, "laddr=")?, port_of(l, "addr=")?)))
         .collect())
 }
 
-fn tcp(chain: &str, what: &[String]) -> Vec<String> {
-    let io = if chain == "INPUT" { "-i" } else { "-o" };
-    let mut args: Vec<String> = [chain, io, "lo", "-p", "tcp"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(what.iter().cloned());
-    args
-}
-
-fn ports(sport: u16, dport: u16) -> Vec<String> {
-    vec![
-        "--sport".into(),
-        sport.to_string(),
-        "--dport".into(),
-        dport.to_string(),
+/// The two rules that drop a TCP connection between the local ports `a` and `b`, both
+/// ways (on `INPUT`: what the nodes of both backends send each other crosses `lo`).
+pub(super) fn link_rules(a: u16, b: u16, tag: &str) -> [Rule; 2] {
+    let (a, b) = (a.to_string(), b.to_string());
+    [
+        Rule::new("INPUT", &["-m", "tcp", "--sport", &a, "--dport", &b], tag),
+        Rule::new("INPUT", &["-m", "tcp", "--sport", &b, "--dport", &a], tag),
     ]
 }
 
-fn sent_by_to(gid: u32, dport: u16) -> Vec<String> {
-    vec![
-        "-m".into(),
-        "owner".into(),
-        "--gid-owner".into(),
-        gid.to_string(),
-        "--dport".into(),
-        dport.to_string(),
-    ]
+/// The rule that drops what the node of group `gid` sends to (`--dport`) or from
+/// (`--sport`) the local port `port`.
+pub(super) fn sent_by(gid: u32, way: &str, port: u16, tag: &str) -> Rule {
+    let (gid, port) = (gid.to_string(), port.to_string());
+    let matches = ["-m", "owner", "--gid-owner", &gid, "-m", "tcp", way, &port];
+    Rule::new("OUTPUT", &matches, tag)
 }
 
 impl TestCluster {
-    fn iptables_ok(&self, what: &'static str) -> Result<(), TestkitError> {
-        if self.backend() == Backend::External {
-            return Err(TestkitError::Unsupported(what));
-        }
-        Ok(())
-    }
-
-    /// Drops the replication stream of master `master` to every replica that follows it
-    /// now, in both directions, while clients and the cluster bus keep flowing: the
-    /// replicas stay up and healthy in the cluster's eyes but receive no more writes
-    /// (real replication lag). [`restore_replication`](Self::restore_replication) and
-    /// [`heal`](Self::heal) undo it. Needs root and iptables, like
-    /// [`partition`](Self::partition).
+    /// Silently drops the replication stream from the master `master` to every replica
+    /// that follows it now, while clients and the cluster bus go on as before: each
+    /// replica stays up, believes itself connected (`master_link_status:up` until
+    /// `repl-timeout`, 60 s) and serves what it had, but receives no more writes, so that
+    /// a failover meanwhile loses them (real replication lag). `WAIT` on the master times
+    /// out. [`restore_replication`](Self::restore_replication) ends it; the stream then
+    /// resumes where it stopped (TCP retransmits after its back-off, up to about as long as
+    /// the cut lasted).
+    ///
+    /// iptables rules on `lo`, tagged with this process's session (the reaper removes
+    /// them when it ends): both directions of each replica's connection to the master, and
+    /// any new connection from those replicas to the master's port (a replica reconnecting
+    /// after `repl-timeout`, or a `MIGRATE` from it). [`heal`](Self::heal) leaves them;
+    /// [`replication_rules`](Self::replication_rules) lists them.
+    ///
+    /// [`TestkitError::Command`] when the node is not a master or has no replica;
+    /// [`TestkitError::Iptables`] without iptables and root; [`TestkitError::Unsupported`]
+    /// on an external cluster.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// cluster.cut_replication(0).await?;   // grants on node 0 from now on are not replicated
-    /// cluster.pause(0).await?;             // ... and its replica is promoted without them
-    /// cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
+    /// cluster.cut_replication(0).await?;
+    /// // writes to node 0 now never reach its replica
     /// cluster.restore_replication(0).await?;
-    /// cluster.unpause(0).await?;
     /// # Ok(()) }
     /// ```
     pub async fn cut_replication(&self, master: usize) -> Result<(), TestkitError> {
-        self.iptables_ok("cut_replication")?;
+        if self.backend() == Backend::External {
+            return Err(TestkitError::Unsupported("cut_replication"));
+        }
         let port = self.node(master)?.info.port;
-        let links = replica_links(port).await?;
-        if links.is_empty() {
+        let lines = admin::cluster_nodes(port).await?;
+        let me = lines
+            .iter()
+            .find(|l| l.flags.contains("myself"))
+            .ok_or_else(|| TestkitError::Command(format!("node {port} does not list itself")))?;
+        if !me.is_master() {
             return Err(TestkitError::Command(format!(
-                "node {port} has no replica connected"
+                "node {master} (port {port}) is not a master: no replication stream to cut"
             )));
         }
-        tell_reaper("rules:");
-        for link in links {
-            session_rule("-I", &tcp("INPUT", &ports(port, link))).await?;
-            session_rule("-I", &tcp("INPUT", &ports(link, port))).await?;
+        let replicas: Vec<u16> = lines
+            .iter()
+            .filter(|l| l.master_id == me.id)
+            .map(|l| l.port)
+            .collect();
+        if replicas.is_empty() {
+            return Err(TestkitError::Command(format!(
+                "node {master} (port {port}) has no replica"
+            )));
         }
-        Ok(())
+        let tag = fault_tag(REPL, port);
+        let mut cut = Vec::new();
+        for (local, remote) in links(port, "replica").await? {
+            cut.extend(link_rules(local, remote, &tag));
+        }
+        for replica in replicas {
+            cut.push(sent_by(gid_of(replica)?, "--dport", port, &tag));
+        }
+        // told first, so that the reaper removes the rules even if we die while adding them
+        tell_reaper(&format!("rule:{tag}"));
+        rules::insert(&cut).await
     }
 
-    /// Lets the replication stream of master `master` flow again (removes what
-    /// [`cut_replication`](Self::cut_replication) added; nothing happens when there is
-    /// nothing to remove). The replica catches up, or resyncs, shortly after.
+    /// Ends a [replication cut](Self::cut_replication) of the master `master`: its rules
+    /// are removed (nothing happens when there are none), so the stream flows again.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
     /// cluster.restore_replication(0).await?;
+    /// assert!(cluster.replication_rules().await?.is_empty());
     /// # Ok(()) }
     /// ```
     pub async fn restore_replication(&self, master: usize) -> Result<(), TestkitError> {
-        self.iptables_ok("restore_replication")?;
-        let port = self.node(master)?.info.port.to_string();
-        // a cut's rules are the INPUT rules with both ports, one of them the master's
-        self.remove_rules(|words| {
-            let value = |flag: &str| words.windows(2).find(|w| w[0] == flag).map(|w| w[1]);
-            match (value("--sport"), value("--dport")) {
-                (Some(s), Some(d)) => words.contains(&"INPUT") && (s == port || d == port),
-                _ => false,
-            }
-        })
-        .await
+        if self.backend() == Backend::External {
+            return Err(TestkitError::Unsupported("restore_replication"));
+        }
+        let port = self.node(master)?.info.port;
+        rules::remove_tagged(&fault_tag(REPL, port)).await
     }
 
-    /// Cuts node `index` off from the OTHER NODES only: their cluster bus links and
-    /// replication links to and from it are dropped, while clients (any process that is
-    /// not a node) still reach it. The cluster fails it over after its node timeout
-    /// while it keeps serving the clients that talk to it, believing itself master: the
-    /// side of a partition where the old master and some clients are. [`heal`](Self::heal)
-    /// undoes it. Needs root and iptables.
+    /// This process's [replication cut](Self::cut_replication) rules, as `iptables -S`
+    /// prints them (none when no stream is cut). With
+    /// [`partition_rules`](Self::partition_rules), what a test checks to know that no
+    /// fault of its is left.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// cluster.isolate(0).await?;
-    /// cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
-    /// cluster.heal(0).await?;
+    /// assert!(cluster.replication_rules().await?.is_empty());
+    /// assert!(cluster.partition_rules().await?.is_empty());
     /// # Ok(()) }
     /// ```
-    pub async fn isolate(&self, index: usize) -> Result<(), TestkitError> {
-        self.iptables_ok("isolate")?;
-        let me = self.node(index)?.info.port;
-        let gid_of = |port: u16| {
-            node_gid(port).ok_or_else(|| {
-                TestkitError::Iptables(
-                    "the test bed does not run as root, so its nodes have no group of their own"
-                        .into(),
-                )
-            })
-        };
-        let my_gid = gid_of(me)?;
-        tell_reaper("rules:");
-        for other in self.nodes.iter().map(|n| n.info.port).filter(|p| *p != me) {
-            let gid = gid_of(other)?;
-            for (from, to) in [
-                (gid, me),
-                (gid, me + 10_000),
-                (my_gid, other),
-                (my_gid, other + 10_000),
-            ] {
-                session_rule("-I", &tcp("OUTPUT", &sent_by_to(from, to))).await?;
-            }
+    pub async fn replication_rules(&self) -> Result<Vec<String>, TestkitError> {
+        if self.backend() == Backend::External {
+            return Err(TestkitError::Unsupported("replication_rules"));
         }
-        self.mark(index, true);
-        Ok(())
+        let prefix = format!("{}-{REPL}-", rule_tag());
+        rules::listed(|c| c.starts_with(&prefix)).await
     }
 
-    /// Removes this session's rules that `matches` (given the words of each `iptables -S`
-    /// line).
-    pub(super) async fn remove_rules(
-        &self,
-        matches: impl Fn(&[&str]) -> bool,
-    ) -> Result<(), TestkitError> {
-        for line in self.partition_rules().await? {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.first() != Some(&"-A") || !matches(&words) {
-                continue;
-            }
-            let spec: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
-            super::partition::raw_rule("-D", &spec).await?;
-        }
-        Ok(())
-    }
-
-    /// A manual failover: `CLUSTER FAILOVER` on replica node `replica`, a coordinated
-    /// hand-over in which the master stops, the replica catches up and takes its slots
-    /// (no write is lost). Returns once the node reports itself master, or fails after
-    /// 10 s.
+    /// A manual failover: `CLUSTER FAILOVER` on the replica `replica`, which takes over
+    /// from its master in a coordinated hand-over (the master stops taking writes until
+    /// the replica has all of them, so nothing is lost); the old master becomes its
+    /// replica. Waits up to 10 s until the node reports itself master.
+    ///
+    /// [`TestkitError::Command`] when the node is a master (Redis refuses);
+    /// [`TestkitError::NotReady`] when it did not take over in time (its master is down,
+    /// say: a manual failover needs it).
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
@@ -196,22 +175,44 @@ impl TestCluster {
     pub async fn failover(&self, replica: usize) -> Result<(), TestkitError> {
         let port = self.node(replica)?.info.port;
         admin::text(port, "CLUSTER", &["FAILOVER"]).await?;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let began = Instant::now();
         loop {
-            if let Ok(lines) = admin::cluster_nodes(port).await {
-                if lines
-                    .iter()
-                    .any(|l| l.flags.contains("myself") && l.is_master())
-                {
-                    return Ok(());
-                }
+            let lines = admin::cluster_nodes(port).await.unwrap_or_default();
+            if lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
+                return Ok(());
             }
-            if Instant::now() > deadline {
-                return Err(TestkitError::Command(format!(
-                    "node {port} did not become master within 10 s of CLUSTER FAILOVER"
-                )));
+            if began.elapsed() > FAILOVER_TIMEOUT {
+                return Err(self
+                    .not_ready(
+                        FAILOVER_TIMEOUT,
+                        format!(
+                            "node {replica} (port {port}) is not master after CLUSTER FAILOVER"
+                        ),
+                    )
+                    .await);
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_rules_cover_both_ways() {
+        let [a, b] = link_rules(7000, 41234, "t");
+        assert_eq!(
+            a.matches,
+            ["-m", "tcp", "--sport", "7000", "--dport", "41234"]
+        );
+        assert_eq!(
+            b.matches,
+            ["-m", "tcp", "--sport", "41234", "--dport", "7000"]
+        );
     }
 }

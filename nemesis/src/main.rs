@@ -1,0 +1,483 @@
+//! `nemesis`: safety measured, not asserted.
+//!
+//! Starts the test bed's six-node cluster, runs worker processes (each its own
+//! `LockClient`, several tasks doing random lock operations on names of every master and
+//! two names that share a hashtag) against a fenced resource, injects random, seeded
+//! faults, then checks the whole history (see [`checker`]) and prints what it found.
+//!
+//! ```sh
+//! cargo run --release -p cluster-rwlock-nemesis -- run --seed 7 --duration 600
+//! ```
+//!
+//! Exit status: 0 when no violation was found, 1 when some were, 2 when the run itself
+//! failed (the cluster did not start or heal, a worker crashed). With `--expect KIND` the
+//! run is a test of the checker: 0 when it found violations of that kind, 1 when not.
+
+mod checker;
+mod faults;
+mod history;
+mod report;
+mod resource;
+mod workload;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use cluster_rwlock::testkit::{StartOptions, TestCluster};
+use cluster_rwlock::{LockClient, LockConfig};
+use fred::interfaces::HashesInterface;
+
+use history::{now, Event};
+
+#[derive(Parser)]
+#[command(
+    name = "nemesis",
+    about = "Random faults, a fenced resource and a history checker for cluster-rwlock"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One run: cluster, workers, faults, checker.
+    Run(RunArgs),
+    /// Checks a history written by an earlier run again.
+    Check {
+        /// The run's directory (with history.jsonl).
+        dir: PathBuf,
+    },
+    /// A worker process (started by `run`).
+    #[command(hide = true)]
+    Worker,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Config {
+    /// The library's defaults (asynchronous replication, no WAIT).
+    Default,
+    /// `replica_acks(1, 500 ms)`: each grant waits for one replica.
+    Acks,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Seed of the workload and of the faults.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds of workload (faults stop 12 s before the end, so that all have healed).
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// The lock configuration under test.
+    #[arg(long, value_enum, default_value_t = Config::Default)]
+    config: Config,
+    /// Worker processes.
+    #[arg(long, default_value_t = 4)]
+    workers: u32,
+    /// Tasks per worker.
+    #[arg(long, default_value_t = 4)]
+    tasks: u32,
+    /// Lease, ms (the library's default is 30 s; a shorter one makes holds longer than
+    /// a lease frequent; keep it longer than a failover, about 4-6 s on the test bed).
+    #[arg(long, default_value_t = 8_000)]
+    lease_ms: u64,
+    /// Holds in 100 that last longer than a lease (the others last 0-200 ms, 5 in 100
+    /// up to 1.5 s).
+    #[arg(long, default_value_t = 1)]
+    long_holds: u32,
+    /// The long holds last this many ms (to 1.25 x) instead of longer than a lease.
+    #[arg(long)]
+    long_hold_ms: Option<u64>,
+    /// Fault kinds, comma-separated, `all` (every kind but `pause_client`) or `none`:
+    /// kill, freeze_short, freeze_long, repl_lag, partition, isolate, slot_move,
+    /// failover, skew, pause_client.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// The resource accepts every access (no fence check): the checker must then report
+    /// stale accesses.
+    #[arg(long)]
+    broken_fence: bool,
+    /// Exit 0 only if violations of this kind were found (a test of the checker).
+    #[arg(long)]
+    expect: Option<String>,
+    /// Where the history and verdict go (default target/nemesis/<config>-<seed>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nemesis: cannot start a runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Worker => rt.block_on(worker()),
+        Command::Check { dir } => check_dir(&dir),
+        Command::Run(args) => rt.block_on(run(args)),
+    }
+}
+
+async fn worker() -> ExitCode {
+    let spec = match std::env::var("NEMESIS_WORKER")
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
+    {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("nemesis worker: no spec in NEMESIS_WORKER: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match workload::run(spec).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nemesis worker: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn check_dir(dir: &Path) -> ExitCode {
+    let events = match history::read(&dir.join("history.jsonl")) {
+        Ok(ev) => ev,
+        Err(e) => {
+            eprintln!("nemesis: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let t0 = std::fs::read_to_string(dir.join("t0"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let verdict = checker::check(&events, t0);
+    print!("{}", report::table(&verdict, "re-checked history"));
+    ExitCode::from(u8::from(verdict.violations() > 0))
+}
+
+/// Picks the run's names: one on each master (by the initial slot ranges) and two that
+/// share a hashtag.
+fn names(client: &LockClient) -> Result<Vec<String>, String> {
+    let ranges = [(0u16, 5_460u16), (5_461, 10_922), (10_923, 16_383)];
+    let mut out = Vec::new();
+    for (lo, hi) in ranges {
+        let name = (0..)
+            .map(|i| format!("res-{i}"))
+            .find(|n| {
+                client
+                    .rwlock(n)
+                    .map(|l| (lo..=hi).contains(&l.slot()))
+                    .unwrap_or(false)
+            })
+            .ok_or("no name found")?;
+        out.push(name);
+    }
+    out.push("acct:{pair}:a".into());
+    out.push("acct:{pair}:b".into());
+    Ok(out)
+}
+
+fn fault_kinds(spec: &str) -> Result<Vec<String>, String> {
+    match spec {
+        "all" => Ok(faults::KINDS
+            .iter()
+            .filter(|k| **k != "pause_client")
+            .map(|k| k.to_string())
+            .collect()),
+        "none" => Ok(Vec::new()),
+        list => list
+            .split(',')
+            .map(|k| {
+                let k = k.trim();
+                if faults::KINDS.contains(&k) {
+                    Ok(k.to_string())
+                } else {
+                    Err(format!(
+                        "unknown fault kind {k:?}; known: {}",
+                        faults::KINDS.join(", ")
+                    ))
+                }
+            })
+            .collect(),
+    }
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    match run_inner(&args).await {
+        Ok(verdict) => match &args.expect {
+            Some(kind) => {
+                let found = verdict
+                    .kinds()
+                    .iter()
+                    .find(|(k, _)| k == kind)
+                    .map(|(_, f)| f.count)
+                    .unwrap_or(0);
+                println!("expected {kind}: found {found}");
+                ExitCode::from(u8::from(found == 0))
+            }
+            None => ExitCode::from(u8::from(verdict.violations() > 0)),
+        },
+        Err(e) => {
+            eprintln!("nemesis: the run failed: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
+    if let Some(k) = &args.expect {
+        if !checker::Verdict::default()
+            .kinds()
+            .iter()
+            .any(|(n, _)| n == k)
+        {
+            return Err(format!("--expect {k}: not a violation kind"));
+        }
+    }
+    let kinds = fault_kinds(&args.faults)?;
+    let config_name = match args.config {
+        Config::Default => "default",
+        Config::Acks => "acks",
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("target/nemesis/{config_name}-{}", args.seed)));
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+
+    let skew = kinds.iter().any(|k| k == "skew");
+    let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(skew))
+        .await
+        .map_err(|e| format!("test cluster: {e}"))?;
+    let cluster = Arc::new(cluster);
+    let prefix = format!("nemesis-{}", args.seed);
+    let lease = Duration::from_millis(args.lease_ms);
+    let client = LockClient::connect(
+        LockConfig::cluster(cluster.seed_urls())
+            .prefix(prefix.clone())
+            .lease(lease),
+    )
+    .await
+    .map_err(|e| format!("controller client: {e}"))?;
+    let names = names(&client)?;
+    let slots: Vec<u16> = names
+        .iter()
+        .filter_map(|n| client.rwlock(n).ok().map(|l| l.slot()))
+        .collect();
+    let resource = resource::Resource::start(args.broken_fence)
+        .await
+        .map_err(|e| format!("resource: {e}"))?;
+
+    let t0 = now();
+    std::fs::write(out.join("t0"), t0.to_string()).map_err(|e| e.to_string())?;
+    let until = t0 + args.duration * 1_000_000_000;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut children = Vec::new();
+    for proc in 0..args.workers {
+        let spec = workload::WorkerSpec {
+            proc,
+            seeds: cluster.seed_urls(),
+            prefix: prefix.clone(),
+            names: names.clone(),
+            shared_owners: vec!["job-a".into(), "job-b".into()],
+            resource: resource.addr().to_string(),
+            lease_ms: args.lease_ms,
+            acks_ms: (args.config == Config::Acks).then_some(500),
+            tasks: args.tasks,
+            long_holds_pct: args.long_holds,
+            long_hold_ms: args.long_hold_ms,
+            seed: args
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(u64::from(proc)),
+            until,
+            out: out
+                .join(format!("worker-{proc}.jsonl"))
+                .display()
+                .to_string(),
+        };
+        let child = tokio::process::Command::new(&exe)
+            .arg("worker")
+            .env(
+                "NEMESIS_WORKER",
+                serde_json::to_string(&spec).map_err(|e| e.to_string())?,
+            )
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("worker {proc}: {e}"))?;
+        children.push(child);
+    }
+    let server = format!("{} {}", cluster.server(), cluster.server_version());
+    eprintln!(
+        "nemesis: seed {}, {} s, config {config_name}, lease {} ms, {server}, {} workers x {} tasks, faults {}, names {}",
+        args.seed,
+        args.duration,
+        args.lease_ms,
+        args.workers,
+        args.tasks,
+        if kinds.is_empty() { "none".into() } else { kinds.join(",") },
+        names.join(" ")
+    );
+
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let nemesis = Arc::new(faults::Nemesis {
+        cluster: cluster.clone(),
+        slots,
+        kinds,
+        workers: children.iter().filter_map(|c| c.id()).collect(),
+        lease_ms: args.lease_ms,
+        log: log.clone(),
+    });
+    nemesis.run(args.seed, until).await;
+
+    let mut failures = Vec::new();
+    let limit =
+        Duration::from_nanos(until.saturating_sub(now())) + lease * 2 + Duration::from_secs(60);
+    for (proc, mut child) in children.into_iter().enumerate() {
+        match tokio::time::timeout(limit, child.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => failures.push(format!("worker {proc} exited with {status}")),
+            Ok(Err(e)) => failures.push(format!("worker {proc}: {e}")),
+            Err(_) => {
+                let _ = child.kill().await;
+                failures.push(format!(
+                    "worker {proc} did not end within {limit:?} of the run's end"
+                ));
+            }
+        }
+    }
+    let mut events: Vec<Event> = Vec::new();
+    if let Err(e) = cluster.wait_ready(Duration::from_secs(60)).await {
+        failures.push(format!("the cluster did not heal: {e}"));
+    }
+    events.extend(probes(&client, &names).await);
+    events.extend(leftovers(&cluster, &client, &prefix, lease).await);
+    client.close().await;
+
+    for proc in 0..args.workers {
+        let path = out.join(format!("worker-{proc}.jsonl"));
+        match history::read(&path) {
+            Ok(ev) => events.extend(ev),
+            Err(e) => failures.push(e),
+        }
+    }
+    events.extend(resource.log());
+    events.extend(log.lock().unwrap_or_else(|e| e.into_inner()).drain(..));
+    events.sort_by_key(time_of);
+
+    let mut w = history::Writer::create(&out.join("history.jsonl")).map_err(|e| e.to_string())?;
+    for e in &events {
+        w.write(e).map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())?;
+
+    let verdict = checker::check(&events, t0);
+    let title = format!(
+        "seed {}, {} s, config {config_name}, lease {} ms, {server}{}",
+        args.seed,
+        args.duration,
+        args.lease_ms,
+        if args.broken_fence {
+            ", broken fence"
+        } else {
+            ""
+        }
+    );
+    print!("{}", report::table(&verdict, &title));
+    let json = serde_json::json!({ "run": title, "verdict": verdict, "failures": failures });
+    std::fs::write(out.join("verdict.json"), format!("{json}\n")).map_err(|e| e.to_string())?;
+    println!("history and verdict: {}", out.display());
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
+    Ok(verdict)
+}
+
+fn time_of(e: &Event) -> u64 {
+    match e {
+        Event::Op { start, .. } => *start,
+        Event::Segment { from, .. } => *from,
+        Event::Access { at, .. } => *at,
+        Event::Fault { start, .. } => *start,
+        Event::Probe { start, .. } => *start,
+        Event::ClientEnd { .. } | Event::Leftover { .. } => u64::MAX,
+    }
+}
+
+/// After the run: how long a fresh client takes to get each name for write.
+async fn probes(client: &LockClient, names: &[String]) -> Vec<Event> {
+    let mut out = Vec::new();
+    for name in names {
+        let start = now();
+        let began = std::time::Instant::now();
+        let r = match client.rwlock(name) {
+            Ok(lock) => lock.write_timeout(Duration::from_secs(20)).await,
+            Err(e) => Err(e),
+        };
+        let took = began.elapsed().as_secs_f64();
+        let (took_s, error) = match r {
+            Ok(g) => {
+                let _ = g.release().await;
+                (Some(took), None)
+            }
+            Err(e) => (None, Some(e.to_string())),
+        };
+        out.push(Event::Probe {
+            name: name.clone(),
+            start,
+            took_s,
+            error,
+        });
+    }
+    out
+}
+
+/// After the run: lock keys left on the masters, and whether they outlive a lease.
+async fn leftovers(
+    cluster: &TestCluster,
+    client: &LockClient,
+    prefix: &str,
+    lease: Duration,
+) -> Vec<Event> {
+    let pattern = format!("{prefix}:*");
+    let first = lock_keys(cluster, &pattern).await;
+    if first.is_empty() {
+        return Vec::new();
+    }
+    let mut contents = Vec::new();
+    for key in &first {
+        let content: Result<std::collections::HashMap<String, String>, _> =
+            client.redis().hgetall(key.as_str()).await;
+        contents.push(match content {
+            Ok(map) => format!("{map:?}"),
+            Err(e) => format!("(HGETALL failed: {e})"),
+        });
+    }
+    tokio::time::sleep(lease + Duration::from_secs(1)).await;
+    let later = lock_keys(cluster, &pattern).await;
+    first
+        .into_iter()
+        .zip(contents)
+        .map(|(key, content)| Event::Leftover {
+            persisted: later.contains(&key),
+            key,
+            content,
+        })
+        .collect()
+}
+
+/// Lock keys matching `pattern` on the masters (release channels are not keys).
+async fn lock_keys(cluster: &TestCluster, pattern: &str) -> Vec<String> {
+    cluster.keys_matching(pattern).await.unwrap_or_default()
+}

@@ -1,0 +1,755 @@
+//! A worker process: one `LockClient`, several tasks doing random operations on the
+//! run's names, each hold writing to the fenced resource, every call and belief recorded.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cluster_rwlock::{LockClient, LockConfig, ReadGuard, RwLock, UpgradableReadGuard, WriteGuard};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::history::{now, Event, Mode, Outcome, Writer};
+use crate::resource::Conn;
+
+/// What a worker is told by the controller (as JSON in `NEMESIS_WORKER`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// Worker number.
+    pub proc: u32,
+    /// Seed URLs of the cluster.
+    pub seeds: Vec<String>,
+    /// Key prefix of the run.
+    pub prefix: String,
+    /// Lock names.
+    pub names: Vec<String>,
+    /// Explicit owners shared by every worker.
+    pub shared_owners: Vec<String>,
+    /// The resource's address.
+    pub resource: String,
+    /// Lease, ms.
+    pub lease_ms: u64,
+    /// `replica_acks(1, this many ms)`, or none (the default configuration).
+    pub acks_ms: Option<u64>,
+    /// Tasks.
+    pub tasks: u32,
+    /// Holds in 100 that last long: longer than a lease, or `long_hold_ms` (to 1.25 x).
+    pub long_holds_pct: u32,
+    /// How long the long holds last, when not longer than a lease.
+    pub long_hold_ms: Option<u64>,
+    /// Seed of this worker's randomness.
+    pub seed: u64,
+    /// `CLOCK_MONOTONIC` ns at which tasks stop starting new rounds.
+    pub until: u64,
+    /// Where to write the history.
+    pub out: String,
+}
+
+/// The client's default command timeout, the limit of `try_*` calls and conversions.
+const COMMAND_TIMEOUT_MS: u64 = 5_000;
+/// How long the worker waits, at most, for its client to hold nothing and be
+/// subscribed to nothing once its tasks ended (subscriptions linger 2 s after their last
+/// waiter, and are swept every second).
+const SETTLE: Duration = Duration::from_secs(8);
+
+struct Ctx {
+    spec: WorkerSpec,
+    out: Mutex<Writer>,
+    holds: AtomicU64,
+}
+
+impl Ctx {
+    fn record(&self, ev: Event) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = out.write(&ev);
+    }
+
+    fn next_hold(&self) -> u64 {
+        (u64::from(self.spec.proc) << 40) | self.holds.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Runs a worker to its end.
+pub async fn run(spec: WorkerSpec) -> Result<(), String> {
+    let mut config = LockConfig::cluster(spec.seeds.clone())
+        .prefix(spec.prefix.clone())
+        .lease(Duration::from_millis(spec.lease_ms));
+    if let Some(ms) = spec.acks_ms {
+        config = config.replica_acks(1, Duration::from_millis(ms));
+    }
+    let client = LockClient::connect(config)
+        .await
+        .map_err(|e| format!("worker {} cannot connect: {e}", spec.proc))?;
+    let out = Writer::create(std::path::Path::new(&spec.out))
+        .map_err(|e| format!("cannot create {}: {e}", spec.out))?;
+    let ctx = Arc::new(Ctx {
+        spec,
+        out: Mutex::new(out),
+        holds: AtomicU64::new(0),
+    });
+    let mut tasks = Vec::new();
+    for task in 0..ctx.spec.tasks {
+        let ctx = ctx.clone();
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut t = Task::new(ctx, client, task).await?;
+            while now() < t.ctx.spec.until {
+                t.round().await;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    // background releases land and subscriptions linger a while: wait for both, a while
+    let began = std::time::Instant::now();
+    let mut stats = client.stats();
+    while (stats.held > 0 || stats.subscriptions > 0) && began.elapsed() < SETTLE {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stats = client.stats();
+    }
+    ctx.record(Event::ClientEnd {
+        proc: ctx.spec.proc,
+        held: stats.held,
+        subscriptions: stats.subscriptions,
+    });
+    client.close().await;
+    let flushed = ctx
+        .out
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .flush()
+        .map_err(|e| e.to_string());
+    flushed
+}
+
+enum Guard {
+    R(ReadGuard),
+    U(UpgradableReadGuard),
+    W(WriteGuard),
+}
+
+impl Guard {
+    fn mode(&self) -> Mode {
+        match self {
+            Guard::R(_) => Mode::R,
+            Guard::U(_) => Mode::U,
+            Guard::W(_) => Mode::W,
+        }
+    }
+
+    fn fence(&self) -> u64 {
+        match self {
+            Guard::R(g) => g.fence(),
+            Guard::U(g) => g.fence(),
+            Guard::W(g) => g.fence(),
+        }
+    }
+
+    fn owner(&self) -> String {
+        match self {
+            Guard::R(g) => g.owner().to_string(),
+            Guard::U(g) => g.owner().to_string(),
+            Guard::W(g) => g.owner().to_string(),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        match self {
+            Guard::R(g) => g.is_lost(),
+            Guard::U(g) => g.is_lost(),
+            Guard::W(g) => g.is_lost(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Guard::R(g) => g.lost().await,
+            Guard::U(g) => g.lost().await,
+            Guard::W(g) => g.lost().await,
+        }
+    }
+
+    async fn release(self) -> cluster_rwlock::Result<()> {
+        match self {
+            Guard::R(g) => g.release().await,
+            Guard::U(g) => g.release().await,
+            Guard::W(g) => g.release().await,
+        }
+    }
+}
+
+/// A granted hold and the belief being recorded.
+struct Held {
+    guard: Guard,
+    hold: u64,
+    name: String,
+    owner: String,
+    explicit: bool,
+    /// Start of the current belief segment.
+    from: u64,
+    /// Whether it wrote to the resource (a late write replays the last one).
+    wrote: bool,
+}
+
+struct Task {
+    ctx: Arc<Ctx>,
+    task: u32,
+    rng: ChaCha8Rng,
+    locks: Vec<RwLock>,
+    conn: Conn,
+}
+
+fn err_text(e: &cluster_rwlock::Error) -> String {
+    let variant = format!("{e:?}");
+    let variant = variant
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("?")
+        .to_string();
+    format!("{variant}: {e}")
+}
+
+impl Task {
+    async fn new(ctx: Arc<Ctx>, client: LockClient, task: u32) -> Result<Task, String> {
+        let locks = ctx
+            .spec
+            .names
+            .iter()
+            .map(|n| client.rwlock(n).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let conn = Conn::connect(&ctx.spec.resource)
+            .await
+            .map_err(|e| format!("cannot reach the resource: {e}"))?;
+        let seed = ctx.spec.seed ^ (u64::from(ctx.spec.proc) << 32) ^ u64::from(task);
+        Ok(Task {
+            task,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            locks,
+            conn,
+            ctx,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn op(
+        &self,
+        call: &str,
+        name: &str,
+        hold: Option<u64>,
+        owner: Option<String>,
+        timeout_ms: Option<u64>,
+        start: u64,
+        outcome: Outcome,
+        error: Option<String>,
+        granted: Option<(u64, Mode)>,
+    ) {
+        self.ctx.record(Event::Op {
+            proc: self.ctx.spec.proc,
+            task: self.task,
+            call: call.to_string(),
+            name: name.to_string(),
+            hold,
+            owner,
+            timeout_ms,
+            start,
+            end: now(),
+            outcome,
+            error,
+            fence: granted.map(|g| g.0),
+            mode: granted.map(|g| g.1),
+        });
+    }
+
+    fn segment(&self, h: &Held, to: u64, end: &str) {
+        self.ctx.record(Event::Segment {
+            proc: self.ctx.spec.proc,
+            hold: h.hold,
+            name: h.name.clone(),
+            owner: h.owner.clone(),
+            explicit: h.explicit,
+            mode: h.guard.mode(),
+            fence: h.guard.fence(),
+            from: h.from,
+            to,
+            end: end.to_string(),
+        });
+    }
+
+    fn until(&self) -> tokio::time::Instant {
+        let left = self.ctx.spec.until.saturating_sub(now());
+        tokio::time::Instant::now() + Duration::from_nanos(left)
+    }
+
+    /// One round: acquire (in one of many ways), hold and write, maybe convert, release.
+    async fn round(&mut self) {
+        let i = self.rng.random_range(0..self.locks.len());
+        let mut lock = self.locks[i].clone();
+        let name = lock.name().to_string();
+        let explicit = self.rng.random_bool(0.15);
+        if explicit {
+            let owners = &self.ctx.spec.shared_owners;
+            let owner = owners[self.rng.random_range(0..owners.len())].clone();
+            lock = lock.with_owner(owner);
+        }
+        let mode = match self.rng.random_range(0..10) {
+            0..=3 => Mode::W,
+            4..=7 => Mode::R,
+            _ if explicit => Mode::R,
+            _ => Mode::U,
+        };
+        let Some(held) = self.acquire(&lock, &name, mode, explicit).await else {
+            // not granted: a short pause before the next round
+            let ms = self.rng.random_range(0..30);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return;
+        };
+        self.hold_and_release(held).await;
+    }
+
+    async fn acquire(
+        &mut self,
+        lock: &RwLock,
+        name: &str,
+        mode: Mode,
+        explicit: bool,
+    ) -> Option<Held> {
+        let style = self.rng.random_range(0..100);
+        let start = now();
+        let label = |suffix: &str| {
+            let base = match mode {
+                Mode::R => "read",
+                Mode::U => "upgradable_read",
+                Mode::W => "write",
+            };
+            match suffix {
+                "try" => format!("try_{base}"),
+                "" => base.to_string(),
+                s => format!("{base}_{s}"),
+            }
+        };
+        // (call, limit, result); a `None` result is a cancellation
+        let (call, limit, result): (
+            String,
+            Option<u64>,
+            Option<cluster_rwlock::Result<Option<Guard>>>,
+        ) = if style < 30 {
+            // blocking, cancelled at the run's end, or at a random point for some
+            let cancel_at = if self.rng.random_bool(0.2) {
+                tokio::time::Instant::now() + Duration::from_millis(self.rng.random_range(0..300))
+            } else {
+                self.until()
+            };
+            let fut = blocking(lock, mode);
+            let r = tokio::select! {
+                r = fut => Some(r.map(Some)),
+                _ = tokio::time::sleep_until(cancel_at) => None,
+            };
+            (label(""), None, r)
+        } else if style < 60 {
+            let ms = self.rng.random_range(20..800);
+            let r = timed(lock, mode, Duration::from_millis(ms)).await;
+            let r = match r {
+                Err(cluster_rwlock::Error::Timeout(_)) => Ok(None),
+                r => r.map(Some),
+            };
+            (label("timeout"), Some(ms), Some(r))
+        } else if style < 90 {
+            let r = attempt(lock, mode).await;
+            (label("try"), Some(COMMAND_TIMEOUT_MS), Some(r))
+        } else {
+            // dropped at a random point of its life
+            let ms = self.rng.random_range(0..100);
+            let r = tokio::time::timeout(Duration::from_millis(ms), blocking(lock, mode)).await;
+            (label("cancelled"), None, r.ok().map(|r| r.map(Some)))
+        };
+        let owner = explicit.then(|| lock.owner().to_string());
+        match result {
+            None => {
+                self.op(
+                    &call,
+                    name,
+                    None,
+                    owner,
+                    limit,
+                    start,
+                    Outcome::Cancelled,
+                    None,
+                    None,
+                );
+                None
+            }
+            Some(Ok(None)) => {
+                // try_* busy, or *_timeout ran out
+                let outcome = if call.starts_with("try_") {
+                    Outcome::Busy
+                } else {
+                    Outcome::Fail
+                };
+                let error =
+                    (outcome == Outcome::Fail).then(|| "Timeout: not granted in time".to_string());
+                self.op(&call, name, None, owner, limit, start, outcome, error, None);
+                None
+            }
+            Some(Err(e)) => {
+                self.op(
+                    &call,
+                    name,
+                    None,
+                    owner,
+                    limit,
+                    start,
+                    Outcome::Fail,
+                    Some(err_text(&e)),
+                    None,
+                );
+                None
+            }
+            Some(Ok(Some(guard))) => {
+                let hold = self.ctx.next_hold();
+                let held = Held {
+                    hold,
+                    name: name.to_string(),
+                    owner: guard.owner(),
+                    explicit,
+                    from: now(),
+                    guard,
+                    wrote: false,
+                };
+                self.op(
+                    &call,
+                    name,
+                    Some(hold),
+                    Some(held.owner.clone()),
+                    limit,
+                    start,
+                    Outcome::Ok,
+                    None,
+                    Some((held.guard.fence(), held.guard.mode())),
+                );
+                Some(held)
+            }
+        }
+    }
+
+    /// How long to hold: mostly 0-200 ms, 5 in 100 up to 1.5 s, `long_holds_pct` in 100
+    /// longer than a lease (or `long_hold_ms`).
+    fn hold_time(&mut self) -> Duration {
+        let lease = self.ctx.spec.lease_ms;
+        let long = self.ctx.spec.long_holds_pct.min(100);
+        let roll = self.rng.random_range(0..100);
+        let ms = if roll < long {
+            match self.ctx.spec.long_hold_ms {
+                Some(ms) => self.rng.random_range(ms..ms + ms / 4 + 1),
+                None => lease + self.rng.random_range(500..2_000),
+            }
+        } else if roll < long + 5 {
+            self.rng.random_range(200..1_500)
+        } else {
+            self.rng.random_range(0..200)
+        };
+        Duration::from_millis(ms)
+    }
+
+    /// Writes to the resource now and then for `time`, or until the lease is lost;
+    /// returns when it was lost, if it was.
+    async fn work(&mut self, h: &mut Held, time: Duration) -> Option<u64> {
+        let until = tokio::time::Instant::now() + time;
+        let conn = &mut self.conn;
+        let rng = &mut self.rng;
+        let guard = &h.guard;
+        let (hold, mode, fence) = (h.hold, guard.mode(), guard.fence());
+        let (owner, name) = (&h.owner, &h.name);
+        let mut wrote = false;
+        let lost = {
+            let work = async {
+                loop {
+                    // only while believed valid: a lost lease stops the work first
+                    if guard.is_lost() {
+                        return;
+                    }
+                    if conn
+                        .access(hold, fence, mode, false, owner, name)
+                        .await
+                        .is_ok()
+                    {
+                        wrote = true;
+                    }
+                    let pause = Duration::from_millis(rng.random_range(5..60));
+                    if tokio::time::Instant::now() + pause >= until {
+                        tokio::time::sleep_until(until).await;
+                        return;
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = guard.lost() => Some(now()),
+                _ = work => None,
+            }
+        };
+        h.wrote |= wrote;
+        lost.or_else(|| h.guard.is_lost().then(now))
+    }
+
+    async fn hold_and_release(&mut self, mut h: Held) {
+        let time = self.hold_time();
+        if let Some(at) = self.work(&mut h, time).await {
+            return self.end(h, at, "lost").await;
+        }
+        // a conversion now and then
+        let roll = self.rng.random_range(0..100);
+        let h = match h.guard.mode() {
+            Mode::W if roll < 20 => match self.convert_down(h, roll < 15).await {
+                Some(h) => h,
+                None => return,
+            },
+            Mode::U if roll < 60 => match self.upgrade(h, roll < 40).await {
+                Some(h) => h,
+                None => return,
+            },
+            _ => h,
+        };
+        let mut h = h;
+        let time = Duration::from_millis(self.rng.random_range(0..100));
+        if let Some(at) = self.work(&mut h, time).await {
+            return self.end(h, at, "lost").await;
+        }
+        let at = now();
+        self.end(h, at, "release").await;
+    }
+
+    /// Ends a hold: the belief ends at `at`; released (or, for a few, dropped); a late
+    /// write replayed for some.
+    async fn end(&mut self, h: Held, at: u64, why: &str) {
+        let (hold, name, owner) = (h.hold, h.name.clone(), h.owner.clone());
+        let (mode, fence, wrote) = (h.guard.mode(), h.guard.fence(), h.wrote);
+        if why != "lost" && self.rng.random_bool(0.05) {
+            // dropped: released in the background
+            self.segment(&h, at, "drop");
+            drop(h.guard);
+        } else {
+            self.segment(&h, at.min(now()), why);
+            let start = now();
+            let r = h.guard.release().await;
+            let (outcome, error) = match &r {
+                Ok(()) => (Outcome::Ok, None),
+                Err(e) => (Outcome::Fail, Some(err_text(e))),
+            };
+            self.op(
+                "release",
+                &name,
+                Some(hold),
+                Some(owner.clone()),
+                Some(self.ctx.spec.lease_ms.max(COMMAND_TIMEOUT_MS)),
+                start,
+                outcome,
+                error,
+                None,
+            );
+        }
+        if wrote && self.rng.random_bool(0.1) {
+            // a late write, as a holder paused after its check would send it
+            let ms = self.rng.random_range(0..self.ctx.spec.lease_ms / 2);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let _ = self
+                .conn
+                .access(hold, fence, mode, true, &owner, &name)
+                .await;
+        }
+    }
+
+    /// Write -> read (or upgradable): the write belief ends when the call is made; the
+    /// weaker one runs from then on.
+    async fn convert_down(&mut self, h: Held, to_read: bool) -> Option<Held> {
+        let Guard::W(w) = h.guard else { return Some(h) };
+        let start = now();
+        self.ctx.record(Event::Segment {
+            proc: self.ctx.spec.proc,
+            hold: h.hold,
+            name: h.name.clone(),
+            owner: h.owner.clone(),
+            explicit: h.explicit,
+            mode: Mode::W,
+            fence: w.fence(),
+            from: h.from,
+            to: start,
+            end: "convert".into(),
+        });
+        let (call, r) = if to_read {
+            ("downgrade", w.downgrade().await.map(Guard::R))
+        } else {
+            (
+                "downgrade_to_upgradable",
+                w.downgrade_to_upgradable().await.map(Guard::U),
+            )
+        };
+        match r {
+            Ok(g) => {
+                let granted = Some((g.fence(), g.mode()));
+                self.op(
+                    call,
+                    &h.name,
+                    Some(h.hold),
+                    Some(h.owner.clone()),
+                    Some(COMMAND_TIMEOUT_MS),
+                    start,
+                    Outcome::Ok,
+                    None,
+                    granted,
+                );
+                Some(Held {
+                    guard: g,
+                    from: start,
+                    ..h
+                })
+            }
+            Err(e) => {
+                self.op(
+                    call,
+                    &h.name,
+                    Some(h.hold),
+                    Some(h.owner.clone()),
+                    Some(COMMAND_TIMEOUT_MS),
+                    start,
+                    Outcome::Fail,
+                    Some(err_text(&e)),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// Upgradable -> write: the upgradable belief lasts until the call returns; the
+    /// write belief starts then.
+    async fn upgrade(&mut self, h: Held, wait: bool) -> Option<Held> {
+        let Guard::U(u) = h.guard else { return Some(h) };
+        let start = now();
+        let fence = u.fence();
+        let seg = |to: u64, end: &str| Event::Segment {
+            proc: self.ctx.spec.proc,
+            hold: h.hold,
+            name: h.name.clone(),
+            owner: h.owner.clone(),
+            explicit: h.explicit,
+            mode: Mode::U,
+            fence,
+            from: h.from,
+            to,
+            end: end.into(),
+        };
+        let (call, limit, r) = if wait {
+            let until = self.until();
+            let r = tokio::select! {
+                r = u.upgrade() => Some(r.map(Ok)),
+                _ = tokio::time::sleep_until(until) => None,
+            };
+            ("upgrade", None, r)
+        } else {
+            (
+                "try_upgrade",
+                Some(COMMAND_TIMEOUT_MS),
+                Some(u.try_upgrade().await),
+            )
+        };
+        let (hold, name, owner) = (h.hold, h.name.clone(), h.owner.clone());
+        match r {
+            None => {
+                self.ctx.record(seg(start, "cancelled"));
+                self.op(
+                    call,
+                    &name,
+                    Some(hold),
+                    Some(owner),
+                    limit,
+                    start,
+                    Outcome::Cancelled,
+                    None,
+                    None,
+                );
+                None
+            }
+            Some(Err(e)) => {
+                self.ctx.record(seg(start, "error"));
+                self.op(
+                    call,
+                    &name,
+                    Some(hold),
+                    Some(owner),
+                    limit,
+                    start,
+                    Outcome::Fail,
+                    Some(err_text(&e)),
+                    None,
+                );
+                None
+            }
+            Some(Ok(Err(u))) => {
+                self.op(
+                    call,
+                    &name,
+                    Some(hold),
+                    Some(owner),
+                    limit,
+                    start,
+                    Outcome::Busy,
+                    None,
+                    None,
+                );
+                Some(Held {
+                    guard: Guard::U(u),
+                    ..h
+                })
+            }
+            Some(Ok(Ok(w))) => {
+                let at = now();
+                self.ctx.record(seg(at, "convert"));
+                let granted = Some((w.fence(), Mode::W));
+                self.op(
+                    call,
+                    &name,
+                    Some(hold),
+                    Some(owner),
+                    limit,
+                    start,
+                    Outcome::Ok,
+                    None,
+                    granted,
+                );
+                Some(Held {
+                    guard: Guard::W(w),
+                    from: at,
+                    ..h
+                })
+            }
+        }
+    }
+}
+
+async fn blocking(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
+    Ok(match mode {
+        Mode::R => Guard::R(lock.read().await?),
+        Mode::U => Guard::U(lock.upgradable_read().await?),
+        Mode::W => Guard::W(lock.write().await?),
+    })
+}
+
+async fn timed(lock: &RwLock, mode: Mode, d: Duration) -> cluster_rwlock::Result<Guard> {
+    Ok(match mode {
+        Mode::R => Guard::R(lock.read_timeout(d).await?),
+        Mode::U => Guard::U(lock.upgradable_read_timeout(d).await?),
+        Mode::W => Guard::W(lock.write_timeout(d).await?),
+    })
+}
+
+async fn attempt(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Option<Guard>> {
+    Ok(match mode {
+        Mode::R => lock.try_read().await?.map(Guard::R),
+        Mode::U => lock.try_upgradable_read().await?.map(Guard::U),
+        Mode::W => lock.try_write().await?.map(Guard::W),
+    })
+}
