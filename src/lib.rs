@@ -103,6 +103,12 @@
 //!   behind.
 //!
 //! # Failure modes
+//! Measured under random faults by the project's nemesis (see the README, "Safety under
+//! faults"), the guarantees above do not all hold yet: a holder whose renewals hang is
+//! told at its own lease deadline, not before the server's copy of the lease ends; a
+//! promoted replica that lacked a hold may grant the lock while that holder's
+//! `release()` and `upgrade()` still succeed; and fences may step back after a clock
+//! step or a slot move while the lock's key did not exist.
 //! - Redis replication is asynchronous: if a master dies after a grant but before its
 //!   replica has it, the promoted replica does not know the hold and may grant the lock
 //!   again. [`LockConfig::replica_acks`] makes each grant wait for replicas (and undo it

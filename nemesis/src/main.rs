@@ -13,8 +13,10 @@
 //! failed (the cluster did not start or heal, a worker crashed). With `--expect KIND` the
 //! run is a test of the checker: 0 when it found violations of that kind, 1 when not.
 
+mod after;
 mod checker;
 mod faults;
+mod guard;
 mod history;
 mod report;
 mod resource;
@@ -28,7 +30,6 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use cluster_rwlock::testkit::{StartOptions, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
-use fred::interfaces::HashesInterface;
 
 use history::{now, Event};
 
@@ -361,8 +362,8 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     if let Err(e) = cluster.wait_ready(Duration::from_secs(60)).await {
         failures.push(format!("the cluster did not heal: {e}"));
     }
-    events.extend(probes(&client, &names).await);
-    events.extend(leftovers(&cluster, &client, &prefix, lease).await);
+    events.extend(after::probes(&client, &names).await);
+    events.extend(after::leftovers(&cluster, &client, &prefix, lease).await);
     client.close().await;
 
     for proc in 0..args.workers {
@@ -413,71 +414,4 @@ fn time_of(e: &Event) -> u64 {
         Event::Probe { start, .. } => *start,
         Event::ClientEnd { .. } | Event::Leftover { .. } => u64::MAX,
     }
-}
-
-/// After the run: how long a fresh client takes to get each name for write.
-async fn probes(client: &LockClient, names: &[String]) -> Vec<Event> {
-    let mut out = Vec::new();
-    for name in names {
-        let start = now();
-        let began = std::time::Instant::now();
-        let r = match client.rwlock(name) {
-            Ok(lock) => lock.write_timeout(Duration::from_secs(20)).await,
-            Err(e) => Err(e),
-        };
-        let took = began.elapsed().as_secs_f64();
-        let (took_s, error) = match r {
-            Ok(g) => {
-                let _ = g.release().await;
-                (Some(took), None)
-            }
-            Err(e) => (None, Some(e.to_string())),
-        };
-        out.push(Event::Probe {
-            name: name.clone(),
-            start,
-            took_s,
-            error,
-        });
-    }
-    out
-}
-
-/// After the run: lock keys left on the masters, and whether they outlive a lease.
-async fn leftovers(
-    cluster: &TestCluster,
-    client: &LockClient,
-    prefix: &str,
-    lease: Duration,
-) -> Vec<Event> {
-    let pattern = format!("{prefix}:*");
-    let first = lock_keys(cluster, &pattern).await;
-    if first.is_empty() {
-        return Vec::new();
-    }
-    let mut contents = Vec::new();
-    for key in &first {
-        let content: Result<std::collections::HashMap<String, String>, _> =
-            client.redis().hgetall(key.as_str()).await;
-        contents.push(match content {
-            Ok(map) => format!("{map:?}"),
-            Err(e) => format!("(HGETALL failed: {e})"),
-        });
-    }
-    tokio::time::sleep(lease + Duration::from_secs(1)).await;
-    let later = lock_keys(cluster, &pattern).await;
-    first
-        .into_iter()
-        .zip(contents)
-        .map(|(key, content)| Event::Leftover {
-            persisted: later.contains(&key),
-            key,
-            content,
-        })
-        .collect()
-}
-
-/// Lock keys matching `pattern` on the masters (release channels are not keys).
-async fn lock_keys(cluster: &TestCluster, pattern: &str) -> Vec<String> {
-    cluster.keys_matching(pattern).await.unwrap_or_default()
 }

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, LockConfig, ReadGuard, RwLock, UpgradableReadGuard, WriteGuard};
+use cluster_rwlock::{LockClient, LockConfig, RwLock};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::guard::{attempt, blocking, timed, Guard};
 use crate::history::{now, Event, Mode, Outcome, Writer};
 use crate::resource::Conn;
 
@@ -123,62 +124,6 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
         .flush()
         .map_err(|e| e.to_string());
     flushed
-}
-
-enum Guard {
-    R(ReadGuard),
-    U(UpgradableReadGuard),
-    W(WriteGuard),
-}
-
-impl Guard {
-    fn mode(&self) -> Mode {
-        match self {
-            Guard::R(_) => Mode::R,
-            Guard::U(_) => Mode::U,
-            Guard::W(_) => Mode::W,
-        }
-    }
-
-    fn fence(&self) -> u64 {
-        match self {
-            Guard::R(g) => g.fence(),
-            Guard::U(g) => g.fence(),
-            Guard::W(g) => g.fence(),
-        }
-    }
-
-    fn owner(&self) -> String {
-        match self {
-            Guard::R(g) => g.owner().to_string(),
-            Guard::U(g) => g.owner().to_string(),
-            Guard::W(g) => g.owner().to_string(),
-        }
-    }
-
-    fn is_lost(&self) -> bool {
-        match self {
-            Guard::R(g) => g.is_lost(),
-            Guard::U(g) => g.is_lost(),
-            Guard::W(g) => g.is_lost(),
-        }
-    }
-
-    async fn lost(&self) {
-        match self {
-            Guard::R(g) => g.lost().await,
-            Guard::U(g) => g.lost().await,
-            Guard::W(g) => g.lost().await,
-        }
-    }
-
-    async fn release(self) -> cluster_rwlock::Result<()> {
-        match self {
-            Guard::R(g) => g.release().await,
-            Guard::U(g) => g.release().await,
-            Guard::W(g) => g.release().await,
-        }
-    }
 }
 
 /// A granted hold and the belief being recorded.
@@ -728,28 +673,4 @@ impl Task {
             }
         }
     }
-}
-
-async fn blocking(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
-    Ok(match mode {
-        Mode::R => Guard::R(lock.read().await?),
-        Mode::U => Guard::U(lock.upgradable_read().await?),
-        Mode::W => Guard::W(lock.write().await?),
-    })
-}
-
-async fn timed(lock: &RwLock, mode: Mode, d: Duration) -> cluster_rwlock::Result<Guard> {
-    Ok(match mode {
-        Mode::R => Guard::R(lock.read_timeout(d).await?),
-        Mode::U => Guard::U(lock.upgradable_read_timeout(d).await?),
-        Mode::W => Guard::W(lock.write_timeout(d).await?),
-    })
-}
-
-async fn attempt(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Option<Guard>> {
-    Ok(match mode {
-        Mode::R => lock.try_read().await?.map(Guard::R),
-        Mode::U => lock.try_upgradable_read().await?.map(Guard::U),
-        Mode::W => lock.try_write().await?.map(Guard::W),
-    })
 }

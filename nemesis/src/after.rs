@@ -1,0 +1,77 @@
+//! After the run, once every fault has healed and every worker has ended: can each name
+//! be taken, and is anything left behind?
+
+use std::time::Duration;
+
+use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock::LockClient;
+use fred::interfaces::HashesInterface;
+
+use crate::history::{now, Event};
+
+/// After the run: how long a fresh client takes to get each name for write.
+pub async fn probes(client: &LockClient, names: &[String]) -> Vec<Event> {
+    let mut out = Vec::new();
+    for name in names {
+        let start = now();
+        let began = std::time::Instant::now();
+        let r = match client.rwlock(name) {
+            Ok(lock) => lock.write_timeout(Duration::from_secs(20)).await,
+            Err(e) => Err(e),
+        };
+        let took = began.elapsed().as_secs_f64();
+        let (took_s, error) = match r {
+            Ok(g) => {
+                let _ = g.release().await;
+                (Some(took), None)
+            }
+            Err(e) => (None, Some(e.to_string())),
+        };
+        out.push(Event::Probe {
+            name: name.clone(),
+            start,
+            took_s,
+            error,
+        });
+    }
+    out
+}
+
+/// After the run: lock keys left on the masters, and whether they outlive a lease.
+pub async fn leftovers(
+    cluster: &TestCluster,
+    client: &LockClient,
+    prefix: &str,
+    lease: Duration,
+) -> Vec<Event> {
+    let pattern = format!("{prefix}:*");
+    let first = lock_keys(cluster, &pattern).await;
+    if first.is_empty() {
+        return Vec::new();
+    }
+    let mut contents = Vec::new();
+    for key in &first {
+        let content: Result<std::collections::HashMap<String, String>, _> =
+            client.redis().hgetall(key.as_str()).await;
+        contents.push(match content {
+            Ok(map) => format!("{map:?}"),
+            Err(e) => format!("(HGETALL failed: {e})"),
+        });
+    }
+    tokio::time::sleep(lease + Duration::from_secs(1)).await;
+    let later = lock_keys(cluster, &pattern).await;
+    first
+        .into_iter()
+        .zip(contents)
+        .map(|(key, content)| Event::Leftover {
+            persisted: later.contains(&key),
+            key,
+            content,
+        })
+        .collect()
+}
+
+/// Lock keys matching `pattern` on the masters (release channels are not keys).
+async fn lock_keys(cluster: &TestCluster, pattern: &str) -> Vec<String> {
+    cluster.keys_matching(pattern).await.unwrap_or_default()
+}
