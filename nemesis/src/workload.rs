@@ -126,17 +126,47 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
     flushed
 }
 
-/// A granted hold and the belief being recorded.
-struct Held {
-    guard: Guard,
+/// Whose belief is being recorded, and since when: a segment's fields besides the mode
+/// and fence, which are the guard's (kept apart from it, since conversions consume it).
+struct Belief {
     hold: u64,
     name: String,
     owner: String,
     explicit: bool,
     /// Start of the current belief segment.
     from: u64,
+}
+
+/// A granted hold and the belief being recorded.
+struct Held {
+    guard: Guard,
+    belief: Belief,
     /// Whether it wrote to the resource (a late write replays the last one).
     wrote: bool,
+}
+
+/// A call of the lock's API as invoked: recorded with its outcome when it returns.
+struct Call {
+    call: String,
+    name: String,
+    hold: Option<u64>,
+    owner: Option<String>,
+    timeout_ms: Option<u64>,
+    start: u64,
+}
+
+impl Call {
+    /// A call on the hold of `b`, invoked now.
+    fn on(call: &str, b: &Belief, timeout_ms: Option<u64>) -> Call {
+        Call {
+            call: call.to_string(),
+            name: b.name.clone(),
+            hold: Some(b.hold),
+            owner: Some(b.owner.clone()),
+            timeout_ms,
+            start: now(),
+        }
+    }
 }
 
 struct Task {
@@ -178,28 +208,17 @@ impl Task {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn op(
-        &self,
-        call: &str,
-        name: &str,
-        hold: Option<u64>,
-        owner: Option<String>,
-        timeout_ms: Option<u64>,
-        start: u64,
-        outcome: Outcome,
-        error: Option<String>,
-        granted: Option<(u64, Mode)>,
-    ) {
+    /// Records `c` as returned now.
+    fn op(&self, c: Call, outcome: Outcome, error: Option<String>, granted: Option<(u64, Mode)>) {
         self.ctx.record(Event::Op {
             proc: self.ctx.spec.proc,
             task: self.task,
-            call: call.to_string(),
-            name: name.to_string(),
-            hold,
-            owner,
-            timeout_ms,
-            start,
+            call: c.call,
+            name: c.name,
+            hold: c.hold,
+            owner: c.owner,
+            timeout_ms: c.timeout_ms,
+            start: c.start,
             end: now(),
             outcome,
             error,
@@ -208,19 +227,25 @@ impl Task {
         });
     }
 
-    fn segment(&self, h: &Held, to: u64, end: &str) {
+    /// Records the belief `b` in `mode` under `fence`, ended at `to` for reason `end`.
+    fn segment(&self, b: &Belief, mode: Mode, fence: u64, to: u64, end: &str) {
         self.ctx.record(Event::Segment {
             proc: self.ctx.spec.proc,
-            hold: h.hold,
-            name: h.name.clone(),
-            owner: h.owner.clone(),
-            explicit: h.explicit,
-            mode: h.guard.mode(),
-            fence: h.guard.fence(),
-            from: h.from,
+            hold: b.hold,
+            name: b.name.clone(),
+            owner: b.owner.clone(),
+            explicit: b.explicit,
+            mode,
+            fence,
+            from: b.from,
             to,
             end: end.to_string(),
         });
+    }
+
+    /// Records the belief of `h`, in its guard's mode, ended at `to` for reason `end`.
+    fn held_segment(&self, h: &Held, to: u64, end: &str) {
+        self.segment(&h.belief, h.guard.mode(), h.guard.fence(), to, end);
     }
 
     fn until(&self) -> tokio::time::Instant {
@@ -310,71 +335,53 @@ impl Task {
             let r = tokio::time::timeout(Duration::from_millis(ms), blocking(lock, mode)).await;
             (label("cancelled"), None, r.ok().map(|r| r.map(Some)))
         };
-        let owner = explicit.then(|| lock.owner().to_string());
+        let c = Call {
+            call,
+            name: name.to_string(),
+            hold: None,
+            owner: explicit.then(|| lock.owner().to_string()),
+            timeout_ms: limit,
+            start,
+        };
         match result {
             None => {
-                self.op(
-                    &call,
-                    name,
-                    None,
-                    owner,
-                    limit,
-                    start,
-                    Outcome::Cancelled,
-                    None,
-                    None,
-                );
+                self.op(c, Outcome::Cancelled, None, None);
                 None
             }
             Some(Ok(None)) => {
                 // try_* busy, or *_timeout ran out
-                let outcome = if call.starts_with("try_") {
-                    Outcome::Busy
+                if c.call.starts_with("try_") {
+                    self.op(c, Outcome::Busy, None, None);
                 } else {
-                    Outcome::Fail
-                };
-                let error =
-                    (outcome == Outcome::Fail).then(|| "Timeout: not granted in time".to_string());
-                self.op(&call, name, None, owner, limit, start, outcome, error, None);
+                    let error = Some("Timeout: not granted in time".to_string());
+                    self.op(c, Outcome::Fail, error, None);
+                }
                 None
             }
             Some(Err(e)) => {
-                self.op(
-                    &call,
-                    name,
-                    None,
-                    owner,
-                    limit,
-                    start,
-                    Outcome::Fail,
-                    Some(err_text(&e)),
-                    None,
-                );
+                self.op(c, Outcome::Fail, Some(err_text(&e)), None);
                 None
             }
             Some(Ok(Some(guard))) => {
-                let hold = self.ctx.next_hold();
-                let held = Held {
-                    hold,
+                let belief = Belief {
+                    hold: self.ctx.next_hold(),
                     name: name.to_string(),
                     owner: guard.owner(),
                     explicit,
                     from: now(),
-                    guard,
-                    wrote: false,
                 };
-                self.op(
-                    &call,
-                    name,
-                    Some(hold),
-                    Some(held.owner.clone()),
-                    limit,
-                    start,
-                    Outcome::Ok,
-                    None,
-                    Some((held.guard.fence(), held.guard.mode())),
-                );
-                Some(held)
+                let granted = Some((guard.fence(), guard.mode()));
+                let c = Call {
+                    hold: Some(belief.hold),
+                    owner: Some(belief.owner.clone()),
+                    ..c
+                };
+                self.op(c, Outcome::Ok, None, granted);
+                Some(Held {
+                    guard,
+                    belief,
+                    wrote: false,
+                })
             }
         }
     }
@@ -405,8 +412,8 @@ impl Task {
         let conn = &mut self.conn;
         let rng = &mut self.rng;
         let guard = &h.guard;
-        let (hold, mode, fence) = (h.hold, guard.mode(), guard.fence());
-        let (owner, name) = (&h.owner, &h.name);
+        let (mode, fence) = (guard.mode(), guard.fence());
+        let b = &h.belief;
         let mut wrote = false;
         let lost = {
             let work = async {
@@ -416,7 +423,7 @@ impl Task {
                         return;
                     }
                     if conn
-                        .access(hold, fence, mode, false, owner, name)
+                        .access(b.hold, fence, mode, false, &b.owner, &b.name)
                         .await
                         .is_ok()
                     {
@@ -447,7 +454,7 @@ impl Task {
         }
         // a conversion now and then
         let roll = self.rng.random_range(0..100);
-        let h = match h.guard.mode() {
+        let mut h = match h.guard.mode() {
             Mode::W if roll < 20 => match self.convert_down(h, roll < 15).await {
                 Some(h) => h,
                 None => return,
@@ -458,7 +465,6 @@ impl Task {
             },
             _ => h,
         };
-        let mut h = h;
         let time = Duration::from_millis(self.rng.random_range(0..100));
         if let Some(at) = self.work(&mut h, time).await {
             return self.end(h, at, "lost").await;
@@ -470,39 +476,28 @@ impl Task {
     /// Ends a hold: the belief ends at `at`; released (or, for a few, dropped); a late
     /// write replayed for some.
     async fn end(&mut self, h: Held, at: u64, why: &str) {
-        let (hold, name, owner) = (h.hold, h.name.clone(), h.owner.clone());
         let (mode, fence, wrote) = (h.guard.mode(), h.guard.fence(), h.wrote);
         if why != "lost" && self.rng.random_bool(0.05) {
             // dropped: released in the background
-            self.segment(&h, at, "drop");
+            self.held_segment(&h, at, "drop");
             drop(h.guard);
         } else {
-            self.segment(&h, at.min(now()), why);
-            let start = now();
-            let r = h.guard.release().await;
-            let (outcome, error) = match &r {
-                Ok(()) => (Outcome::Ok, None),
-                Err(e) => (Outcome::Fail, Some(err_text(e))),
-            };
-            self.op(
-                "release",
-                &name,
-                Some(hold),
-                Some(owner.clone()),
-                Some(self.ctx.spec.lease_ms.max(COMMAND_TIMEOUT_MS)),
-                start,
-                outcome,
-                error,
-                None,
-            );
+            self.held_segment(&h, at.min(now()), why);
+            let limit = self.ctx.spec.lease_ms.max(COMMAND_TIMEOUT_MS);
+            let c = Call::on("release", &h.belief, Some(limit));
+            match h.guard.release().await {
+                Ok(()) => self.op(c, Outcome::Ok, None, None),
+                Err(e) => self.op(c, Outcome::Fail, Some(err_text(&e)), None),
+            }
         }
         if wrote && self.rng.random_bool(0.1) {
             // a late write, as a holder paused after its check would send it
             let ms = self.rng.random_range(0..self.ctx.spec.lease_ms / 2);
             tokio::time::sleep(Duration::from_millis(ms)).await;
+            let b = &h.belief;
             let _ = self
                 .conn
-                .access(hold, fence, mode, true, &owner, &name)
+                .access(b.hold, fence, mode, true, &b.owner, &b.name)
                 .await;
         }
     }
@@ -511,59 +506,30 @@ impl Task {
     /// weaker one runs from then on.
     async fn convert_down(&mut self, h: Held, to_read: bool) -> Option<Held> {
         let Guard::W(w) = h.guard else { return Some(h) };
-        let start = now();
-        self.ctx.record(Event::Segment {
-            proc: self.ctx.spec.proc,
-            hold: h.hold,
-            name: h.name.clone(),
-            owner: h.owner.clone(),
-            explicit: h.explicit,
-            mode: Mode::W,
-            fence: w.fence(),
-            from: h.from,
-            to: start,
-            end: "convert".into(),
-        });
-        let (call, r) = if to_read {
-            ("downgrade", w.downgrade().await.map(Guard::R))
+        let call = if to_read {
+            "downgrade"
         } else {
-            (
-                "downgrade_to_upgradable",
-                w.downgrade_to_upgradable().await.map(Guard::U),
-            )
+            "downgrade_to_upgradable"
+        };
+        let c = Call::on(call, &h.belief, Some(COMMAND_TIMEOUT_MS));
+        self.segment(&h.belief, Mode::W, w.fence(), c.start, "convert");
+        let r = if to_read {
+            w.downgrade().await.map(Guard::R)
+        } else {
+            w.downgrade_to_upgradable().await.map(Guard::U)
         };
         match r {
             Ok(g) => {
-                let granted = Some((g.fence(), g.mode()));
-                self.op(
-                    call,
-                    &h.name,
-                    Some(h.hold),
-                    Some(h.owner.clone()),
-                    Some(COMMAND_TIMEOUT_MS),
-                    start,
-                    Outcome::Ok,
-                    None,
-                    granted,
-                );
+                let from = c.start;
+                self.op(c, Outcome::Ok, None, Some((g.fence(), g.mode())));
                 Some(Held {
                     guard: g,
-                    from: start,
-                    ..h
+                    belief: Belief { from, ..h.belief },
+                    wrote: h.wrote,
                 })
             }
             Err(e) => {
-                self.op(
-                    call,
-                    &h.name,
-                    Some(h.hold),
-                    Some(h.owner.clone()),
-                    Some(COMMAND_TIMEOUT_MS),
-                    start,
-                    Outcome::Fail,
-                    Some(err_text(&e)),
-                    None,
-                );
+                self.op(c, Outcome::Fail, Some(err_text(&e)), None);
                 None
             }
         }
@@ -573,78 +539,35 @@ impl Task {
     /// write belief starts then.
     async fn upgrade(&mut self, h: Held, wait: bool) -> Option<Held> {
         let Guard::U(u) = h.guard else { return Some(h) };
-        let start = now();
         let fence = u.fence();
-        let seg = |to: u64, end: &str| Event::Segment {
-            proc: self.ctx.spec.proc,
-            hold: h.hold,
-            name: h.name.clone(),
-            owner: h.owner.clone(),
-            explicit: h.explicit,
-            mode: Mode::U,
-            fence,
-            from: h.from,
-            to,
-            end: end.into(),
+        let (call, limit) = if wait {
+            ("upgrade", None)
+        } else {
+            ("try_upgrade", Some(COMMAND_TIMEOUT_MS))
         };
-        let (call, limit, r) = if wait {
+        let c = Call::on(call, &h.belief, limit);
+        let r = if wait {
             let until = self.until();
-            let r = tokio::select! {
+            tokio::select! {
                 r = u.upgrade() => Some(r.map(Ok)),
                 _ = tokio::time::sleep_until(until) => None,
-            };
-            ("upgrade", None, r)
+            }
         } else {
-            (
-                "try_upgrade",
-                Some(COMMAND_TIMEOUT_MS),
-                Some(u.try_upgrade().await),
-            )
+            Some(u.try_upgrade().await)
         };
-        let (hold, name, owner) = (h.hold, h.name.clone(), h.owner.clone());
         match r {
             None => {
-                self.ctx.record(seg(start, "cancelled"));
-                self.op(
-                    call,
-                    &name,
-                    Some(hold),
-                    Some(owner),
-                    limit,
-                    start,
-                    Outcome::Cancelled,
-                    None,
-                    None,
-                );
+                self.segment(&h.belief, Mode::U, fence, c.start, "cancelled");
+                self.op(c, Outcome::Cancelled, None, None);
                 None
             }
             Some(Err(e)) => {
-                self.ctx.record(seg(start, "error"));
-                self.op(
-                    call,
-                    &name,
-                    Some(hold),
-                    Some(owner),
-                    limit,
-                    start,
-                    Outcome::Fail,
-                    Some(err_text(&e)),
-                    None,
-                );
+                self.segment(&h.belief, Mode::U, fence, c.start, "error");
+                self.op(c, Outcome::Fail, Some(err_text(&e)), None);
                 None
             }
             Some(Ok(Err(u))) => {
-                self.op(
-                    call,
-                    &name,
-                    Some(hold),
-                    Some(owner),
-                    limit,
-                    start,
-                    Outcome::Busy,
-                    None,
-                    None,
-                );
+                self.op(c, Outcome::Busy, None, None);
                 Some(Held {
                     guard: Guard::U(u),
                     ..h
@@ -652,23 +575,15 @@ impl Task {
             }
             Some(Ok(Ok(w))) => {
                 let at = now();
-                self.ctx.record(seg(at, "convert"));
-                let granted = Some((w.fence(), Mode::W));
-                self.op(
-                    call,
-                    &name,
-                    Some(hold),
-                    Some(owner),
-                    limit,
-                    start,
-                    Outcome::Ok,
-                    None,
-                    granted,
-                );
+                self.segment(&h.belief, Mode::U, fence, at, "convert");
+                self.op(c, Outcome::Ok, None, Some((w.fence(), Mode::W)));
                 Some(Held {
                     guard: Guard::W(w),
-                    from: at,
-                    ..h
+                    belief: Belief {
+                        from: at,
+                        ..h.belief
+                    },
+                    wrote: h.wrote,
                 })
             }
         }
