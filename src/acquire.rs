@@ -118,7 +118,7 @@ impl Site {
             write: ask.writes(),
             armed: true,
         };
-        let outcome = self.attempt(&owner, ask, id, false).await;
+        let outcome = self.attempt(&owner, ask, id, false, None).await;
         leftovers.armed = matches!(outcome, Err(Error::Redis(_)));
         match outcome? {
             Outcome::Granted(hold) => Ok(Some(hold)),
@@ -177,12 +177,19 @@ impl Site {
         loop {
             if sub.is_none() {
                 if let Some(n) = inner.notifier() {
-                    sub = Some(n.join(&self.channel, self.slot).await);
+                    let join = n.join(&self.channel, self.slot);
+                    sub = Some(match deadline {
+                        None => join.await,
+                        Some(d) => match tokio::time::timeout_at(d, join).await {
+                            Ok(s) => s,
+                            Err(_) => return Err(timed_out()),
+                        },
+                    });
                 }
             }
             leftovers.armed = true;
             *attempts += 1;
-            let attempt = self.attempt(&owner, ask, id, true);
+            let attempt = self.attempt(&owner, ask, id, true, deadline);
             let outcome = match deadline {
                 None => attempt.await,
                 Some(d) => match tokio::time::timeout_at(d, attempt).await {
@@ -234,7 +241,7 @@ impl Site {
                     {
                         if handed == id {
                             // the releaser handed the lock over: no further round trip
-                            match self.handed_over(&owner, id, fence).await {
+                            match self.handed_over(&owner, id, fence, deadline).await {
                                 Ok(hold) => {
                                     observe::handed_over(&self.name, fence);
                                     leftovers.armed = false;
@@ -260,21 +267,23 @@ impl Site {
         }
     }
 
-    /// Takes a write hold that a release handed to this waiter. With replica acks, the
-    /// hold is first written again on this connection (a renewal), so that WAIT covers it.
-    async fn handed_over(&self, owner: &Arc<str>, id: u64, fence: u64) -> Result<Hold> {
-        let hold = Hold::new(
-            self.clone(),
-            owner.clone(),
-            id,
-            fence,
-            Mode::Write,
-            Instant::now(),
-        );
-        if let Some((wanted, timeout)) = self.inner.config.replica_acks {
-            let inner = &self.inner;
+    /// Takes a write hold that a release handed to this waiter. Unless grants go
+    /// unconfirmed ([`Durability::MasterOnly`](crate::Durability::MasterOnly)), the
+    /// message is not believed alone: a renewal of the hold, confirmed by the replicas,
+    /// proves the grant is on the slot's master now (a message from a master that lost the
+    /// slot proves nothing) and starts the lease clock at its own send time.
+    async fn handed_over(
+        &self,
+        owner: &Arc<str>,
+        id: u64,
+        fence: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Hold> {
+        let inner = &self.inner;
+        let sent = Instant::now();
+        let t = self.confirmed_target(deadline);
+        if t.confirm.is_some() {
             let owners = [&**owner];
-            let t = self.target();
             let present = self
                 .call(|c| {
                     let (t, owners) = (&t, &owners);
@@ -285,18 +294,34 @@ impl Site {
                             .await
                     }
                 })
-                .await?;
-            if !present.first().is_some_and(|ids| ids.contains(&id)) {
-                let _ = hold.release().await;
-                return Err(Error::LockLost);
-            }
-            let acked = self.wait_replicas(wanted, timeout).await?;
-            if acked < wanted {
-                let _ = hold.release().await;
-                return Err(Error::NotReplicated { wanted, acked });
+                .await;
+            match present {
+                Ok(p) if p.first().is_some_and(|ids| ids.contains(&id)) => {}
+                // gone (it ran out, or the message came from a master that lost the slot)
+                Ok(_) => return Err(Error::LockLost),
+                Err(e) => {
+                    self.undo(owner, id, true);
+                    return Err(e);
+                }
             }
         }
-        Ok(hold)
+        Ok(Hold::new(
+            self.clone(),
+            owner.clone(),
+            id,
+            fence,
+            Mode::Write,
+            sent,
+        ))
+    }
+
+    /// Gives back in the background what a grant that does not count left (a grant the
+    /// replicas did not confirm), so that the caller's error comes without delay.
+    fn undo(&self, owner: &Arc<str>, id: u64, write: bool) {
+        let (site, owner) = (self.clone(), owner.clone());
+        self.inner
+            .runtime
+            .spawn(async move { site.abandon(&owner, id, write).await });
     }
 
     /// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
@@ -304,10 +329,17 @@ impl Site {
     /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
     /// so a grant that lands for a caller who is gone is released at once (and a queued
     /// writer leaves the queue); a hold made here releases itself when dropped.
-    async fn attempt(&self, owner: &Arc<str>, ask: Ask, id: u64, wait: bool) -> Result<Outcome> {
+    async fn attempt(
+        &self,
+        owner: &Arc<str>,
+        ask: Ask,
+        id: u64,
+        wait: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome> {
         let inner = &self.inner;
         let sent = Instant::now();
-        let t = self.target();
+        let t = self.confirmed_target(deadline);
         let lease = inner.lease_ms();
         let reply = self
             .call(|c| async move {
@@ -330,23 +362,18 @@ impl Site {
                     }
                 }
             })
-            .await?;
+            .await;
+        let reply = match reply {
+            Err(e @ Error::NotReplicated { .. }) => {
+                // whatever the script did (a grant, a place in the queue) does not count
+                self.undo(owner, id, ask.writes());
+                return Err(e);
+            }
+            other => other?,
+        };
         match reply {
             Attempt::Granted { fence } => {
                 let hold = Hold::new(self.clone(), owner.clone(), id, fence, ask.mode(), sent);
-                if let Some((wanted, timeout)) = inner.config.replica_acks {
-                    match self.wait_replicas(wanted, timeout).await {
-                        Ok(acked) if acked >= wanted => {}
-                        Ok(acked) => {
-                            let _ = hold.release().await;
-                            return Err(Error::NotReplicated { wanted, acked });
-                        }
-                        Err(e) => {
-                            let _ = hold.release().await;
-                            return Err(e);
-                        }
-                    }
-                }
                 Ok(Outcome::Granted(hold))
             }
             Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),

@@ -125,11 +125,13 @@ impl LockClient {
                 .try_into()
                 .unwrap_or([1; 8]),
         ) >> 17;
+        let keeper = Arc::new(Keeper::new(config.lease, config.margin()));
+        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
         let inner = Inner {
             cluster,
             scripts,
             counters: Counters::default(),
-            keeper: Keeper::new(config.lease),
+            keeper,
             config,
             runtime: tokio::runtime::Handle::current(),
             diagnostics,

@@ -13,12 +13,72 @@ use crate::keys;
 /// assert_eq!(cluster_rwlock::DEFAULT_LEASE.as_secs(), 30);
 /// ```
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The longest lease: a day (longer ones would overflow the server's expiry arithmetic
+/// long before they made sense for a lock).
+///
+/// ```
+/// assert_eq!(cluster_rwlock::MAX_LEASE.as_secs(), 86_400);
+/// ```
+pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
 /// Default key prefix.
 ///
 /// ```
 /// assert_eq!(cluster_rwlock::DEFAULT_PREFIX, "rwlock");
 /// ```
 pub const DEFAULT_PREFIX: &str = "rwlock";
+
+/// How a grant or a renewal is confirmed before it counts.
+///
+/// Redis replicates asynchronously: a grant the master made and its replicas did not get
+/// yet is lost if one of them is promoted, while its holder goes on working. With the
+/// default, [`Durability::Replicated`], each grant and each renewal is followed, in the
+/// same round trip, by `WAIT` for the replicas that could be promoted; a grant they do
+/// not confirm in time is undone ([`Error::NotReplicated`]), a renewal they do not
+/// confirm does not extend the holder's lease. [`Durability::MasterOnly`] skips that
+/// step: one round trip less per grant, and two holders at once after a failover that
+/// lost a grant.
+///
+/// ```
+/// use std::time::Duration;
+/// use cluster_rwlock::{Durability, LockConfig};
+///
+/// let safe = LockConfig::cluster(["redis://127.0.0.1:7000"]);
+/// assert_eq!(safe.durability_mode(), Durability::Replicated { timeout: Duration::from_millis(500) });
+/// let fast = LockConfig::cluster(["redis://127.0.0.1:7000"]).durability(Durability::MasterOnly);
+/// assert_eq!(fast.durability_mode(), Durability::MasterOnly);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// The default: `WAIT` for every replica of the slot's master that the cluster does
+    /// not flag as failing (`CLUSTER NODES`), for at most `timeout` (and never past the
+    /// caller's deadline). A master with no such replica confirms at once: nothing could
+    /// be promoted in its place (this is logged and counted, see the metrics).
+    Replicated {
+        /// How long to wait for the replicas' acknowledgement.
+        timeout: Duration,
+    },
+    /// `WAIT` for at least `count` replicas, however many the master has; with fewer,
+    /// every grant fails.
+    Replicas {
+        /// Replicas required.
+        count: u32,
+        /// How long to wait for their acknowledgement.
+        timeout: Duration,
+    },
+    /// No confirmation: a grant counts as soon as the master made it. Faster, and unsafe
+    /// across failovers; choose it only where an occasional second holder is acceptable.
+    MasterOnly,
+}
+
+/// The default confirmation of grants and renewals.
+///
+/// ```
+/// assert!(matches!(cluster_rwlock::DEFAULT_DURABILITY, cluster_rwlock::Durability::Replicated { .. }));
+/// ```
+pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
+    timeout: Duration::from_millis(500),
+};
 
 /// How to reach Redis and how locks behave. Built with [`LockConfig::cluster`] or
 /// [`LockConfig::from_url`], then refined with the builder methods.
@@ -31,7 +91,7 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 ///     .prefix("locks")
 ///     .lease(Duration::from_secs(10))
 ///     .notifications(true)
-///     .replica_acks(1, Duration::from_millis(500));
+///     .clock_margin(Duration::from_secs(2));
 /// assert_eq!(config.lease_duration(), Duration::from_secs(10));
 /// ```
 #[derive(Debug, Clone)]
@@ -41,7 +101,8 @@ pub struct LockConfig {
     pub(crate) prefix: String,
     pub(crate) lease: Duration,
     pub(crate) notifications: bool,
-    pub(crate) replica_acks: Option<(u32, Duration)>,
+    pub(crate) durability: Durability,
+    pub(crate) clock_margin: Option<Duration>,
     pub(crate) command_timeout: Duration,
     pub(crate) retry_interval: Duration,
     pub(crate) connections: usize,
@@ -82,7 +143,8 @@ impl LockConfig {
             prefix: DEFAULT_PREFIX.to_string(),
             lease: DEFAULT_LEASE,
             notifications: true,
-            replica_acks: None,
+            durability: DEFAULT_DURABILITY,
+            clock_margin: None,
             command_timeout: Duration::from_secs(5),
             retry_interval: Duration::from_millis(50),
             connections: 2,
@@ -144,9 +206,21 @@ impl LockConfig {
         self
     }
 
-    /// After each grant, `WAIT` until `replicas` replicas of the slot's master have it, for
-    /// at most `timeout`; otherwise the grant is undone and the call fails with
-    /// [`Error::NotReplicated`].
+    /// How grants and renewals are confirmed (default [`DEFAULT_DURABILITY`]: by the
+    /// replicas that could be promoted; see [`Durability`]).
+    ///
+    /// ```
+    /// use cluster_rwlock::{Durability, LockConfig};
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).durability(Durability::MasterOnly);
+    /// ```
+    pub fn durability(mut self, durability: Durability) -> LockConfig {
+        self.durability = durability;
+        self
+    }
+
+    /// `WAIT` for at least `replicas` replicas after each grant and renewal, for at most
+    /// `timeout`: the same as [`Durability::Replicas`] (`0` replicas: the default,
+    /// [`Durability::Replicated`], with this timeout).
     ///
     /// ```
     /// use std::time::Duration;
@@ -154,12 +228,54 @@ impl LockConfig {
     /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).replica_acks(1, Duration::from_millis(500));
     /// ```
     pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> LockConfig {
-        self.replica_acks = if replicas == 0 {
-            None
+        self.durability = if replicas == 0 {
+            Durability::Replicated { timeout }
         } else {
-            Some((replicas, timeout))
+            Durability::Replicas {
+                count: replicas,
+                timeout,
+            }
         };
         self
+    }
+
+    /// How long before its lease ends by the holder's own clock a hold counts as lost
+    /// (default: a quarter of the lease). The holder's lease is counted from when the
+    /// request whose grant or renewal was last confirmed was SENT; it ends `margin`
+    /// before `sent + lease`. The margin covers what the holder cannot measure: the
+    /// server clocks' drift and steps, and a replica promoted with a clock ahead of its
+    /// old master's (every deadline is in server time). At most half the lease.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cluster_rwlock::LockConfig;
+    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).clock_margin(Duration::from_secs(1));
+    /// assert_eq!(c.margin(), Duration::from_secs(1));
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).margin(), Duration::from_millis(7500));
+    /// ```
+    pub fn clock_margin(mut self, margin: Duration) -> LockConfig {
+        self.clock_margin = Some(margin);
+        self
+    }
+
+    /// The clock margin in force (see [`clock_margin`](Self::clock_margin)).
+    ///
+    /// ```
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert_eq!(c.margin(), c.lease_duration() / 4);
+    /// ```
+    pub fn margin(&self) -> Duration {
+        self.clock_margin.unwrap_or(self.lease / 4)
+    }
+
+    /// The confirmation in force (see [`durability`](Self::durability)).
+    ///
+    /// ```
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert_eq!(c.durability_mode(), cluster_rwlock::DEFAULT_DURABILITY);
+    /// ```
+    pub fn durability_mode(&self) -> Durability {
+        self.durability
     }
 
     /// How often a waiter tries again when it cannot be woken by a release message
@@ -232,6 +348,19 @@ impl LockConfig {
         if self.lease < Duration::from_millis(30) {
             return Err(Error::InvalidConfig(format!(
                 "the lease is {:?}; it must be at least 30 ms",
+                self.lease
+            )));
+        }
+        if self.lease > MAX_LEASE {
+            return Err(Error::InvalidConfig(format!(
+                "the lease is {:?}; it must be at most {MAX_LEASE:?}",
+                self.lease
+            )));
+        }
+        if self.margin() > self.lease / 2 {
+            return Err(Error::InvalidConfig(format!(
+                "the clock margin is {:?}; it must be at most half the lease ({:?})",
+                self.margin(),
                 self.lease
             )));
         }

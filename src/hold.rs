@@ -39,26 +39,6 @@ impl Site {
         }
     }
 
-    /// WAIT on the master of the lock's slot (the node that ran the script).
-    pub(crate) async fn wait_replicas(&self, wanted: u32, timeout: Duration) -> Result<u32> {
-        use fred::interfaces::ClientLike;
-        use fred::types::{ClusterHash, CustomCommand};
-        self.inner
-            .counters
-            .round_trips
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // on the connection that sent the write (each slot has one per node): WAIT counts
-        // that connection's writes
-        let millis = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-        let acked: i64 = self
-            .call(|c| async move {
-                let cmd = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
-                Ok(c.custom(cmd, vec![i64::from(wanted), millis]).await?)
-            })
-            .await?;
-        Ok(u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
-    }
-
     /// Gives back hold `id` of `owner` if it exists and, for a writer, leaves the queue
     /// (or its pending upgrade), in one step.
     pub(crate) async fn abandon(&self, owner: &str, id: u64, write: bool) {
@@ -144,8 +124,22 @@ impl Site {
         self.inner.call(self.slot, op).await
     }
 
+    /// The lock, for a call whose writes need no confirmation (releases, withdrawals,
+    /// downgrades: a replica that misses them keeps more than the master, never less).
     pub(crate) fn target(&self) -> Target<'_> {
-        Target { key: &self.key }
+        Target {
+            key: &self.key,
+            confirm: None,
+        }
+    }
+
+    /// The lock, for a grant or renewal: confirmed by the replicas that could be promoted
+    /// (see [`Durability`](crate::Durability)), never past `deadline`.
+    pub(crate) fn confirmed_target(&self, deadline: Option<Instant>) -> Target<'_> {
+        Target {
+            key: &self.key,
+            confirm: self.inner.confirm(self.slot, deadline),
+        }
     }
 }
 

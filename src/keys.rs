@@ -48,6 +48,12 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             name.len()
         )));
     }
+    if let Some(bare) = alias_of(name) {
+        // `{x}` would be the key of the lock `x`: one lock under two names
+        return Err(Error::InvalidName(format!(
+            "the name {name:?} is the lock {bare:?} written in braces; use {bare:?}"
+        )));
+    }
     if name.starts_with('}') && !has_own_tag(name) {
         // `{}` is an empty hashtag: the key and its channel would hash apart
         return Err(Error::InvalidName(format!(
@@ -96,6 +102,13 @@ pub fn lock_name(prefix: &str, key: &str) -> Option<String> {
     (check_name(name).is_ok()).then(|| name.to_string())
 }
 
+/// For a tagged name wrapped whole in braces whose inside has no tag of its own (`{x}`),
+/// the untagged name whose key it would share (`x`, key `<prefix>:{x}`).
+fn alias_of(name: &str) -> Option<&str> {
+    let inner = name.strip_prefix('{')?.strip_suffix('}')?;
+    (has_own_tag(name) && !has_own_tag(inner)).then_some(inner)
+}
+
 /// Whether `name` carries a non-empty hashtag by Redis's rule.
 fn has_own_tag(name: &str) -> bool {
     crate::slot::hashtag(name.as_bytes()).len() != name.len()
@@ -117,7 +130,7 @@ mod tests {
             ("orders:{42}", "42"),
             ("{user1}.x", "user1"),
             ("a{b}{c}", "b"),
-            ("{{}}", "{"),
+            ("{{}}x", "{"),
         ] {
             let key = lock_key("rwlock", name);
             assert_eq!(key_slot(key.as_bytes()), key_slot(tag.as_bytes()), "{name}");
@@ -162,6 +175,16 @@ mod tests {
         assert!(check_name("}x").is_err());
         assert!(check_name("}{tag}").is_ok());
         assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        // one lock, one name: `{x}` would share the key of `x`
+        for alias in ["{alias}", "{{}}", "{a}b}", "{a}{b}", "{x}.{y}"] {
+            assert!(check_name(alias).is_err(), "{alias}");
+            let bare = alias_of(alias).unwrap();
+            assert!(check_name(bare).is_ok());
+            assert_eq!(lock_key("p", alias), lock_key("p", bare));
+        }
+        for fine in ["{alias}x", "x{alias}", "{a}{b}c", "{x}.y"] {
+            assert!(check_name(fine).is_ok(), "{fine}");
+        }
         assert!(check_prefix("a{b").is_err());
         assert!(check_prefix("").is_err());
         assert!(check_prefix("locks").is_ok());

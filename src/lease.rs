@@ -3,9 +3,11 @@
 //! `renewal`.
 //!
 //! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
-//! it), or when no renewal has succeeded for a whole lease by the local monotonic clock
-//! (counted from when the last successful renewal, or the grant, was SENT): from then on
-//! another owner may hold the lock, whatever Redis says later.
+//! it), or when its belief runs out: `sent + lease - margin` by the local monotonic
+//! clock, `sent` being when the request whose grant or renewal was last CONFIRMED was
+//! sent (the server's deadline is its own clock at execution + lease, later than that).
+//! A timer of its own (`expiry_task`) marks it then, whatever a renewal round in flight
+//! is doing: from then on another owner may hold the lock, whatever Redis says later.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +63,10 @@ type Holder = (Arc<str>, Arc<str>);
 pub(crate) struct Keeper {
     entries: Mutex<HashMap<Holder, Owned>>,
     pub lease: Duration,
+    /// What is taken off the lease of every belief (see `LockConfig::clock_margin`).
+    margin: Duration,
+    /// Told when a hold is added, so that the expiry timer looks again.
+    added: tokio::sync::Notify,
     started: std::sync::atomic::AtomicBool,
     /// Renewal rounds and lock renewals sent, for diagnostics.
     pub rounds: AtomicU64,
@@ -68,10 +74,12 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    pub fn new(lease: Duration) -> Keeper {
+    pub fn new(lease: Duration, margin: Duration) -> Keeper {
         Keeper {
             entries: Mutex::new(HashMap::new()),
             lease,
+            margin,
+            added: tokio::sync::Notify::new(),
             started: std::sync::atomic::AtomicBool::new(false),
             rounds: AtomicU64::new(0),
             renewals: AtomicU64::new(0),
@@ -92,17 +100,52 @@ impl Keeper {
         state: Arc<HoldState>,
         sent: Instant,
     ) -> bool {
+        let until = self.belief(sent);
         let mut map = self.map();
         let entry = map
             .entry((key.clone(), owner.clone()))
             .or_insert_with(|| Owned {
                 holds: HashMap::new(),
-                valid_until: sent + self.lease,
+                valid_until: until,
             });
         // the owner's lease deadline covers all its holds
-        entry.valid_until = entry.valid_until.max(sent + self.lease);
+        entry.valid_until = entry.valid_until.max(until);
         entry.holds.insert(id, state);
+        drop(map);
+        self.added.notify_one();
         !self.started.swap(true, Ordering::AcqRel)
+    }
+
+    /// Until when a grant or renewal confirmed for a request sent at `sent` may be
+    /// believed.
+    fn belief(&self, sent: Instant) -> Instant {
+        sent + self.lease.saturating_sub(self.margin)
+    }
+
+    /// The earliest belief deadline of any hold.
+    pub fn earliest(&self) -> Option<Instant> {
+        self.map().values().map(|e| e.valid_until).min()
+    }
+
+    /// Marks every hold whose belief ran out, at each belief deadline, until the keeper
+    /// is dropped (the client closed).
+    pub async fn expiry_task(keeper: std::sync::Weak<Keeper>) {
+        loop {
+            let Some(k) = keeper.upgrade() else {
+                return;
+            };
+            let next = k.earliest();
+            // wake at the earliest deadline, when a hold is added, and at least every
+            // second to see whether the client is gone
+            let bound = Instant::now() + Duration::from_secs(1);
+            let until = next.map_or(bound, |n| n.min(bound));
+            // (the keeper outlives its client by this wait, at most)
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                _ = k.added.notified() => {}
+            }
+            k.expire(Instant::now());
+        }
     }
 
     /// Stops renewing a hold (released, or lost).
@@ -152,7 +195,7 @@ impl Keeper {
             let Some(entry) = map.get_mut(&k) else {
                 continue;
             };
-            entry.valid_until = entry.valid_until.max(sent + self.lease);
+            entry.valid_until = entry.valid_until.max(self.belief(sent));
             for id in ids {
                 if !still.contains(id) {
                     if let Some(state) = entry.holds.remove(id) {
@@ -171,7 +214,11 @@ impl Keeper {
     pub fn expire(&self, now: Instant) {
         self.map().retain(|(key, owner), e| {
             if e.valid_until <= now {
-                crate::observe::lost(key, owner, "no renewal succeeded for a lease");
+                crate::observe::lost(
+                    key,
+                    owner,
+                    "no renewal was confirmed for a lease (less the clock margin)",
+                );
                 e.holds.values().for_each(|s| s.mark_lost());
                 false
             } else {
@@ -196,7 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn holds_are_kept_by_key_owner_and_id() {
-        let keeper = Keeper::new(Duration::from_secs(3));
+        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let k = arc("rwlock:{a}");
         let now = Instant::now();
         assert!(keeper.add(&k, &arc("o1"), 1, HoldState::new(), now));
@@ -212,7 +259,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3));
+        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
         let (kept, gone) = (HoldState::new(), HoldState::new());
         let now = Instant::now();
@@ -227,7 +274,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3));
+        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let state = HoldState::new();
         let now = Instant::now();
         keeper.add(&arc("k"), &arc("o"), 1, state.clone(), now);
@@ -236,5 +283,35 @@ mod tests {
         keeper.expire(now + Duration::from_secs(3));
         assert!(state.is_lost());
         assert_eq!(keeper.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
+        let keeper = Arc::new(Keeper::new(Duration::from_secs(4), Duration::from_secs(1)));
+        let state = HoldState::new();
+        let sent = Instant::now();
+        keeper.add(&arc("k"), &arc("o"), 1, state.clone(), sent);
+        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
+        tokio::time::sleep_until(sent + Duration::from_millis(2_990)).await;
+        assert!(!state.is_lost());
+        state.lost().await;
+        let at = Instant::now() - sent;
+        assert!(
+            at >= Duration::from_secs(3) && at < Duration::from_millis(3_010),
+            "{at:?}"
+        );
+        // a renewal confirmed later moves the belief on; one sent earlier does not
+        let again = HoldState::new();
+        let sent2 = Instant::now();
+        keeper.add(&arc("k"), &arc("o"), 2, again.clone(), sent2);
+        let owners = vec![(arc("o"), vec![2])];
+        keeper.renewed(
+            &arc("k"),
+            &owners,
+            vec![vec![2]],
+            sent2 - Duration::from_secs(2),
+        );
+        again.lost().await;
+        assert!(Instant::now() - sent2 < Duration::from_millis(3_010));
     }
 }

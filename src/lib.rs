@@ -161,7 +161,9 @@ pub mod testkit;
 struct ReadmeDoctests;
 
 pub use client::{ClientStats, LockClient};
-pub use config::{LockConfig, DEFAULT_LEASE, DEFAULT_PREFIX};
+pub use config::{
+    Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
+};
 pub use error::{Error, Result};
 pub use lock::{Holder, LockState, RwLock};
 pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};

@@ -11,6 +11,8 @@
 //! | `cluster_rwlock_lost_total` | counter | - (holds whose lease was lost) |
 //! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
 //! | `cluster_rwlock_script_reloads_total` | counter | - |
+//! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
+//! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
 //! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |
 //! | `cluster_rwlock_hold_seconds` | histogram | `mode` |
 //! | `cluster_rwlock_held` | gauge | - (holds this process renews) |
@@ -23,7 +25,7 @@
 //! # Tracing
 //! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
 //! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
-//! at `warn` for a lost lease, a change of slot owners (failover, slot move) and a
+//! at `warn` for a lost lease, a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
 //! subscriber connection made again. Nothing above `debug` on the hot path.
 
 #![cfg_attr(
@@ -152,6 +154,27 @@ pub(crate) fn script_reloaded() {
     tracing::debug!("script loaded again after NOSCRIPT");
     #[cfg(feature = "metrics")]
     metrics::counter!("cluster_rwlock_script_reloads_total").increment(1);
+}
+
+/// A write to `key` was acknowledged by `acked` replicas of the `wanted`: a grant is
+/// undone, a renewal does not count.
+pub(crate) fn not_replicated(key: &str, wanted: u32, acked: u32) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(key, wanted, acked, "not confirmed by the replicas in time");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_not_replicated_total").increment(1);
+}
+
+/// A write in `slot` counts without WAIT: its master has no replica that could be
+/// promoted (all failing, or none).
+pub(crate) fn confirmed_alone(slot: u16) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        slot,
+        "the slot's master has no replica that could be promoted: no WAIT"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_confirmed_alone_total").increment(1);
 }
 
 /// The number of holds this process renews.

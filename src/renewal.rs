@@ -17,15 +17,25 @@ use tokio::time::Instant;
 use crate::scripts::RenewItem;
 use crate::shared::Inner;
 
-/// Starts the client's renewal task (once).
+/// Starts the client's renewal task (once). It renews every lease/3, and at once when
+/// the slot map changes (a failover, a slot move): a hold the new owner of its slot does
+/// not have is then reported lost within a round trip, not a renewal period later.
 pub(crate) fn start(inner: &Arc<Inner>) {
     let weak = Arc::downgrade(inner);
     let period = inner.keeper.lease / 3;
+    let mut routes = inner.cluster.router.subscribe();
     inner.runtime.spawn(async move {
         let mut tick = tokio::time::interval_at(Instant::now() + period, period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                changed = routes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
             let Some(inner) = Weak::upgrade(&weak) else {
                 return;
             };
@@ -49,10 +59,10 @@ async fn renew_all(
     let deadline = Instant::now() + budget;
     let lease_ms = inner.lease_ms();
     let router = &inner.cluster.router;
-    let slots: Vec<u16> = items
+    let slots: &Vec<u16> = &items
         .iter()
         .map(|i| crate::slot::key_slot(i.key.as_bytes()))
-        .collect();
+        .collect::<Vec<u16>>();
     // group by node
     let mut groups: HashMap<String, (Arc<crate::cluster::node::Node>, Vec<usize>)> = HashMap::new();
     for (i, slot) in slots.iter().enumerate() {
@@ -69,10 +79,16 @@ async fn renew_all(
     let batches = groups.into_values().map(|(node, idx)| {
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
         async move {
-            let pipeline =
-                inner
-                    .scripts
-                    .renew_pipeline(node.client(0), &inner.counters, lease_ms, &batch);
+            // the slot's connection: WAIT counts the writes of the connection it is sent on
+            let slot = slots[idx[0]];
+            let confirm = inner.confirm(slot, Some(deadline));
+            let pipeline = inner.scripts.renew_pipeline(
+                node.client(slot),
+                &inner.counters,
+                lease_ms,
+                &batch,
+                confirm,
+            );
             let replies = tokio::time::timeout_at(deadline, pipeline).await;
             if replies.is_err() {
                 router.raise_alarm();
@@ -86,17 +102,20 @@ async fn renew_all(
         }
     }
     // what failed or was not sent: once more each, routed afresh
+    // (not those the replicas did not confirm: once more would only wait again)
     let again = out.iter().enumerate().filter_map(|(i, r)| match r {
-        Some(Ok(_)) => None,
+        Some(Ok(_)) | Some(Err(crate::error::Error::NotReplicated { .. })) => None,
         _ => Some(i),
     });
-    let slots = &slots;
     let retries = again.map(|i| {
         let item = &items[i];
         let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let t = crate::scripts::Target { key: &item.key };
+            let t = crate::scripts::Target {
+                key: &item.key,
+                confirm: inner.confirm(slots[i], Some(deadline)),
+            };
             let reply = inner
                 .call_within(slots[i], left, |c| {
                     let (t, owners) = (&t, &owners);

@@ -8,11 +8,13 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use crate::cluster::notify::Notifier;
+use crate::cluster::topology::UNKNOWN;
 use crate::cluster::Cluster;
-use crate::config::LockConfig;
+use crate::config::{Durability, LockConfig};
 use crate::error::Result;
 use crate::lease::Keeper;
-use crate::scripts::{Counters, Scripts};
+use crate::scripts::{Confirm, Counters, Scripts};
+use tokio::time::Instant;
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
 pub(crate) struct Inner {
@@ -20,7 +22,7 @@ pub(crate) struct Inner {
     pub cluster: Arc<Cluster>,
     pub scripts: Scripts,
     pub counters: Counters,
-    pub keeper: Keeper,
+    pub keeper: Arc<Keeper>,
     pub config: LockConfig,
     pub runtime: tokio::runtime::Handle,
     /// A cluster-aware fred client for diagnostics ([`LockClient::redis`](crate::LockClient::redis)), connected on
@@ -64,6 +66,36 @@ impl Inner {
 
     pub fn closed(&self) -> bool {
         self.cluster.closed()
+    }
+
+    /// How a write to a lock in `slot` is confirmed (see [`Durability`]): the WAIT to send
+    /// after it, never past `deadline`; `None` for no WAIT (the weaker mode, or a master
+    /// that has no replica that could be promoted).
+    pub fn confirm(&self, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
+        let (wanted, timeout) = match self.config.durability {
+            Durability::MasterOnly => return None,
+            Durability::Replicas { count, timeout } => (count, timeout),
+            Durability::Replicated { timeout } => {
+                let n = self.cluster.router.routes().map.replicas_for(slot);
+                // a master only a redirect told of: at least one until the views say
+                let n = if n == UNKNOWN { 1 } else { n };
+                if n == 0 {
+                    crate::observe::confirmed_alone(slot);
+                    return None;
+                }
+                (n, timeout)
+            }
+        };
+        let timeout = match deadline {
+            Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
+            None => timeout,
+        };
+        Some(Confirm {
+            wanted,
+            timeout_ms: u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        })
     }
 
     pub fn lease_ms(&self) -> u64 {

@@ -50,13 +50,21 @@ async fn a_hash_with_garbage_is_refused_and_kept() {
     let p = prefix("garbage");
     let client = client(cluster, &p).await;
     let redis = client.redis().clone();
+    // a summary whose earliest deadline has passed: every entry is read (and checked)
+    // before anything is written
+    const S: &str = "2 5 1 1 99999999999999 0 0 -";
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("unknown-field", vec![("hello", "world")]),
-        ("bad-deadline", vec![("o:someone", "soon r1:2")]),
-        ("bad-hold", vec![("o:someone", "99999999999999 x1:2")]),
-        ("no-holds", vec![("o:someone", "99999999999999")]),
-        ("bad-queue", vec![("q:someone", "first")]),
-        ("bad-fence", vec![("fence", "-")]),
+        ("no-summary", vec![("hello", "world")]),
+        ("other-layout", vec![("s", "9 5 0 - 0 0 0 -")]),
+        ("fence-with-a-dash", vec![("s", "2 1-2 0 - 0 0 0 -")]),
+        ("deadline-with-a-dash", vec![("s", "2 5 0 3-4 0 0 0 -")]),
+        ("bad-deadline", vec![("s", S), ("o:someone", "soon r1:2")]),
+        (
+            "bad-hold",
+            vec![("s", S), ("o:someone", "99999999999999 x1:2")],
+        ),
+        ("no-holds", vec![("s", S), ("o:someone", "99999999999999")]),
+        ("bad-queue", vec![("s", S), ("q:someone", "first")]),
     ];
     for (name, fields) in &cases {
         let lock = client.rwlock(name).unwrap();

@@ -19,11 +19,11 @@ async fn slot_agrees_with_cluster_keyslot_for_odd_names() {
     let names = [
         "orders:42",
         "a}b",
-        "{inner}",
+        "{inner}.x",
         "x{y}z",
         "{}",
         "a{}b",
-        "{{}}",
+        "{{}}x",
         "ünïcødé:ключ:鍵",
         "🔒",
         " spaced name ",

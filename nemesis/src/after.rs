@@ -71,7 +71,10 @@ pub async fn leftovers(
         .collect()
 }
 
-/// Lock keys matching `pattern` on the masters (release channels are not keys).
+/// Lock keys matching `pattern` on the masters that record a hold (tombstones aside).
 async fn lock_keys(cluster: &TestCluster, pattern: &str) -> Vec<String> {
-    cluster.keys_matching(pattern).await.unwrap_or_default()
+    cluster
+        .held_keys_matching(pattern)
+        .await
+        .unwrap_or_default()
 }

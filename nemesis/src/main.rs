@@ -59,10 +59,13 @@ enum Command {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Config {
-    /// The library's defaults (asynchronous replication, no WAIT).
+    /// The library's defaults (grants and renewals confirmed by the replicas that could
+    /// be promoted).
     Default,
-    /// `replica_acks(1, 500 ms)`: each grant waits for one replica.
+    /// `replica_acks(1, 500 ms)`: each grant and renewal waits for one replica.
     Acks,
+    /// `Durability::MasterOnly`: the weaker mode, no confirmation.
+    MasterOnly,
 }
 
 #[derive(clap::Args)]
@@ -250,6 +253,7 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     let config_name = match args.config {
         Config::Default => "default",
         Config::Acks => "acks",
+        Config::MasterOnly => "master-only",
     };
     let out = args
         .out
@@ -294,7 +298,7 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
             shared_owners: vec!["job-a".into(), "job-b".into()],
             resource: resource.addr().to_string(),
             lease_ms: args.lease_ms,
-            acks_ms: (args.config == Config::Acks).then_some(500),
+            durability: config_name.to_string(),
             tasks: args.tasks,
             long_holds_pct: args.long_holds,
             long_hold_ms: args.long_hold_ms,

@@ -31,8 +31,9 @@ pub struct WorkerSpec {
     pub resource: String,
     /// Lease, ms.
     pub lease_ms: u64,
-    /// `replica_acks(1, this many ms)`, or none (the default configuration).
-    pub acks_ms: Option<u64>,
+    /// The configuration under test: `default`, `acks` (`replica_acks(1, 500 ms)`) or
+    /// `master-only` (`Durability::MasterOnly`).
+    pub durability: String,
     /// Tasks.
     pub tasks: u32,
     /// Holds in 100 that last long: longer than a lease, or `long_hold_ms` (to 1.25 x).
@@ -76,8 +77,10 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
     let mut config = LockConfig::cluster(spec.seeds.clone())
         .prefix(spec.prefix.clone())
         .lease(Duration::from_millis(spec.lease_ms));
-    if let Some(ms) = spec.acks_ms {
-        config = config.replica_acks(1, Duration::from_millis(ms));
+    match spec.durability.as_str() {
+        "acks" => config = config.replica_acks(1, Duration::from_millis(500)),
+        "master-only" => config = config.durability(cluster_rwlock::Durability::MasterOnly),
+        _ => {}
     }
     let client = LockClient::connect(config)
         .await

@@ -215,7 +215,7 @@ impl Cluster {
                 *turn = turn.wrapping_add(1);
                 let one = &masters[*turn % masters.len()];
                 let views = node_views(&self.router, std::slice::from_ref(one)).await;
-                let same = topology::merge(&views).is_some_and(|m| m.same_owners(&current.map));
+                let same = topology::merge(&views).is_some_and(|m| m.same_routes(&current.map));
                 if same {
                     if let Some(n) = &self.notifier {
                         n.follow(&current);

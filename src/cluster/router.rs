@@ -148,6 +148,11 @@ impl Router {
     }
 
     /// The node that serves `slot` now.
+    /// Told each time a new slot map is put in force.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
     pub fn node_for(&self, slot: u16) -> Option<Arc<Node>> {
         self.routes().node(slot).cloned()
     }

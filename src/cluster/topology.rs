@@ -23,6 +23,12 @@ pub(crate) struct NodeLine {
     pub epoch: u64,
     /// Slot ranges served (masters only), inclusive.
     pub slots: Vec<(u16, u16)>,
+    /// The node's id.
+    pub id: String,
+    /// For a replica, its master's id.
+    pub replica_of: Option<String>,
+    /// Flagged `fail` or `fail?` by the node that gave this view.
+    pub failing: bool,
 }
 
 /// Parses a `CLUSTER NODES` reply. `asked` is the address the reply came from: a node
@@ -61,11 +67,15 @@ pub(crate) fn parse_nodes(text: &str, asked: &str) -> Option<Vec<NodeLine>> {
                 }
             }
         }
+        let replica_of = (!master && fields[3] != "-").then(|| fields[3].to_string());
         out.push(NodeLine {
             addr,
             master,
             epoch,
             slots,
+            id: fields[0].to_string(),
+            replica_of,
+            failing: flags.contains(&"fail") || flags.contains(&"fail?"),
         });
     }
     (!out.is_empty()).then_some(out)
@@ -92,9 +102,15 @@ pub(crate) struct SlotMap {
     masters: Vec<Addr>,
     /// Every node any view listed (masters and replicas), sorted: where to ask next time.
     pub known: Vec<Addr>,
+    /// For each of `masters`, its replicas that no view flags as failing, as the view that
+    /// lists the most of them says ([`UNKNOWN`] for a master only a redirect told of).
+    replicas: Vec<u32>,
 }
 
 const NONE: u16 = u16::MAX;
+
+/// The replica count of a master that no view described yet.
+pub(crate) const UNKNOWN: u32 = u32::MAX;
 
 impl SlotMap {
     /// A map in which one node serves every slot (a single node, or a start-up guess).
@@ -103,7 +119,16 @@ impl SlotMap {
             owners: vec![0; usize::from(SLOTS)],
             masters: vec![addr.clone()],
             known: vec![addr],
+            replicas: vec![0],
         }
+    }
+
+    /// The replicas of the master of `slot` that can be promoted (see the field), or
+    /// [`UNKNOWN`].
+    pub fn replicas_for(&self, slot: u16) -> u32 {
+        self.owner_index(slot)
+            .and_then(|i| self.replicas.get(i).copied())
+            .unwrap_or(UNKNOWN)
     }
 
     /// The node that serves `slot`, if any.
@@ -134,6 +159,11 @@ impl SlotMap {
         self.masters == other.masters && self.owners == other.owners
     }
 
+    /// Whether both maps route alike and count the same replicas.
+    pub fn same_routes(&self, other: &SlotMap) -> bool {
+        self.same_owners(other) && self.replicas == other.replicas
+    }
+
     /// The same map with `slot` served by `addr` (a `MOVED` reply says so).
     pub fn redirected(&self, slot: u16, addr: &str) -> SlotMap {
         let mut next = self.clone();
@@ -141,6 +171,7 @@ impl SlotMap {
             Some(i) => i,
             None => {
                 next.masters.push(addr.to_string());
+                next.replicas.push(UNKNOWN);
                 next.masters.len() - 1
             }
         };
@@ -178,6 +209,28 @@ pub(crate) fn merge(views: &[Vec<NodeLine>]) -> Option<SlotMap> {
     }
     known.sort();
     known.dedup();
+    // healthy replicas per master address, per view; the most any view lists
+    let mut replicas: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for view in views {
+        let mut counts: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        for line in view
+            .iter()
+            .filter(|l| !l.master && !l.failing && l.addr.is_some())
+        {
+            let master = line
+                .replica_of
+                .as_deref()
+                .and_then(|id| view.iter().find(|m| m.id == id))
+                .and_then(|m| m.addr.as_deref());
+            if let Some(m) = master {
+                *counts.entry(m).or_default() += 1;
+            }
+        }
+        for (m, n) in counts {
+            let e = replicas.entry(m).or_default();
+            *e = (*e).max(n);
+        }
+    }
     // the distinct owners, without a string per slot: a cluster has a handful of masters
     // (the watch runs this every second)
     let mut masters: Vec<&str> = Vec::new();
@@ -209,10 +262,15 @@ pub(crate) fn merge(views: &[Vec<NodeLine>]) -> Option<SlotMap> {
             None => NONE,
         })
         .collect();
+    let replicas = masters
+        .iter()
+        .map(|m| replicas.get(m).copied().unwrap_or(0))
+        .collect();
     Some(SlotMap {
         owners,
         masters: masters.into_iter().map(str::to_string).collect(),
         known,
+        replicas,
     })
 }
 
@@ -272,10 +330,29 @@ a2 127.0.0.1:7003@17003 slave a1 0 5 1 connected
             assert!(map.complete());
             assert!(!map.masters().contains(&"127.0.0.1:7000".to_string()));
             assert_eq!(map.known.len(), 6);
+            // a2 replaced the failed a1 and has no replica; b1 and c1 have one each
+            assert_eq!(map.replicas_for(0), 0);
+            assert_eq!(map.replicas_for(5461), 1);
+            assert_eq!(map.replicas_for(16383), 1);
         }
         // the stale view alone is all we can go by
         let map = merge(&[a]).unwrap();
         assert_eq!(map.owner(0).unwrap(), "127.0.0.1:7000");
+        assert_eq!(map.replicas_for(0), 1);
+    }
+
+    #[test]
+    fn failing_replicas_do_not_count() {
+        let text = "\
+m1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-16383
+r1 127.0.0.1:7001@17001 slave m1 0 0 1 connected
+r2 127.0.0.1:7002@17002 slave,fail? m1 0 0 1 disconnected
+r3 127.0.0.1:7003@17003 slave,fail m1 0 0 1 disconnected
+";
+        let map = merge(&[parse_nodes(text, "127.0.0.1:7000").unwrap()]).unwrap();
+        assert_eq!(map.replicas_for(7), 1);
+        assert_eq!(map.redirected(7, "127.0.0.1:7009").replicas_for(7), UNKNOWN);
+        assert_eq!(SlotMap::single("a:1".into()).replicas_for(3), 0);
     }
 
     #[test]

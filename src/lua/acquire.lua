@@ -25,7 +25,11 @@ if mine == false then return {-4, 'o:' .. owner} end
 if mine ~= nil then
   -- a retry of a granted attempt, or a hold handed over while this writer was queued
   for _, h in ipairs(mine.holds) do
-    if h[2] == id then return {1, h[3]} end
+    if h[2] == id then
+      regrant(owner, mine, lease)
+      finish()
+      return {1, h[3]}
+    end
   end
 end
 

@@ -1,37 +1,48 @@
--- fast_acquire.lua: the acquire of a lock whose key does not exist, the common
--- uncontended case (the release that frees a lock with nobody waiting deletes its key).
--- Runs FIRST, before head.lua: a free lock is told by one EXISTS, so the summary is not
--- read. It writes exactly what lib.lua + acquire.lua would write for a fresh grant,
--- without their parsing and bookkeeping; in every other case (the key exists, whatever
--- its type or layout; arguments the general script would refuse) it does nothing and
--- the general script decides.
+-- fast_acquire.lua: the acquire of a free lock, the common uncontended case: its hash
+-- does not exist, or is a tombstone (the summary alone: nobody holds, queues or waits;
+-- see lib.lua's finish). Runs FIRST, before head.lua. It writes exactly what lib.lua +
+-- acquire.lua would write for such a grant, without their parsing and bookkeeping; in
+-- every other case (another summary, a key of another type or layout, arguments the
+-- general script would refuse) it does nothing and the general script decides.
 --
 -- KEYS, ARGV: as acquire.lua ('2', a hold granted only to an owner that holds already,
 --             is never granted on a free lock, so it takes the general path)
 -- Returns
 --   {1, fence}   granted; otherwise falls through
-if ARGV[5] ~= '2' and redis.call('EXISTS', KEYS[1]) == 0 then
-  -- the lease as the client sends it, digits only: PEXPIRE takes the string as it is
-  -- (a Lua number would be turned back into a string with a float's format)
+if ARGV[5] ~= '2' then
+  -- the lease as the client sends it, digits only: PEXPIRE takes a string as it is
   local m, lease = ARGV[1], ARGV[4]
-  if (m == 'r' or m == 'w' or m == 'u') and lease and string.find(lease, '^[1-9]%d*$') then
+  local s = redis.pcall('HGET', KEYS[1], 's')
+  local last, qh, qt = nil, '0', '0'
+  local free = false
+  if s == false then
+    free = redis.call('EXISTS', KEYS[1]) == 0
+  elseif type(s) == 'string' then
+    local layout, f, h, t = string.match(s, '^(%d+) (%d+) 0 %- %d+ (%d+) (%d+) %-$')
+    if layout == LAYOUT and h == t then
+      free, last, qh, qt = true, tonumber(f), h, t
+    end
+  end
+  if free and (m == 'r' or m == 'w' or m == 'u') and lease and string.find(lease, '^[1-9]%d*$') then
     local time = redis.call('TIME')
-    local usec = tonumber(time[2])
-    -- a fresh hash has no last fence: the fence is server time in microseconds, the
-    -- seconds followed by the microseconds on six digits (no arithmetic on 16 digits);
-    -- '%d' formats an integer without the cost of a float's '%.0f'
-    local fence = time[1] .. string.format('%06d', usec)
-    local deadline = string.format('%d', tonumber(time[1]) * 1000 + math.floor(usec / 1000) + tonumber(lease))
-    -- summary: layout, fence, one owner, both deadline bounds, an empty queue, no
-    -- waiting readers; the owner's entry with its one hold; 'w' or 'u' for that mode
-    local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. deadline .. ' ' .. deadline .. ' 0 0 -'
+    local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    -- the fence: above the tombstone's, and at least server time in microseconds
+    local f = now_us
+    if last ~= nil and last + 1 > f then f = last + 1 end
+    local fence = string.format('%d', f)
+    local ms = math.floor(now_us / 1000)
+    local deadline = string.format('%d', ms + tonumber(lease))
+    -- summary: layout, fence, one owner, both deadline bounds, the queue as it was
+    -- (empty), no waiting readers; the owner's entry with its one hold; 'w' or 'u' for
+    -- that mode
+    local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. deadline .. ' ' .. deadline .. ' ' .. qh .. ' ' .. qt .. ' -'
     local entry = deadline .. ' ' .. m .. ARGV[3] .. ':' .. fence
     if m == 'r' then
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry)
     else
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry, m, ARGV[2])
     end
-    redis.call('PEXPIRE', KEYS[1], lease)
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', tonumber(lease) + FENCE_MEMORY))
     return {1, fence}
   end
 end

@@ -26,8 +26,12 @@ if not existed then
   -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
   if S[2] or S[3] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
 else
-  local lv, f, n, a, b, h, q, r = string.match(S[1], '^(%d+) ([%d-]+) (%d+) ([%d-]+) (%d+) (%d+) (%d+) ([%d-]+)$')
+  local lv, f, n, a, b, h, q, r = string.match(S[1], '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+)$')
   if lv ~= LAYOUT then return {-4, 's'} end
+  -- the optional numbers: digits, or '-' for none
+  for _, v in ipairs({f, a, r}) do
+    if v ~= '-' and not string.find(v, '^%d+$') then return {-4, 's'} end
+  end
   fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
   qh, qt, rw = tonumber(h), tonumber(q), tonumber(r)
 end
@@ -202,13 +206,22 @@ local function dequeue(o, q)
 end
 
 -- a fence above every one granted before: the counter + 1, or server time in
--- microseconds when that is higher (a re-created hash, a promoted replica that missed
--- the last grants)
+-- microseconds when that is higher (a hash made afresh once its tombstone expired)
 local function next_fence()
   local f = now_us
   if fence ~= nil and fence + 1 > f then f = fence + 1 end
   fence = f
   return fmt(f)
+end
+
+-- A call sent again finds the hold its first sending granted: its owner's deadline is
+-- set anew from now, as for a grant (the client counts the lease from the send time of
+-- the call whose reply it got), and written back, so that the call writes: a WAIT after
+-- it then covers the grant, whichever connection made it.
+local function regrant(o, e, lease)
+  if now + lease > e.deadline then e.deadline = now + lease end
+  put('o:' .. o, format_owner(e))
+  deadline_set(e.deadline)
 end
 
 -- adds a hold for owner `o` (whose entry is `e`, or nil) and returns its fence
@@ -296,10 +309,10 @@ local function finish()
       end
     end
   end
-  if held == 0 and qh >= qt and rw == nil then
-    -- nothing left: the key goes (a fence taken later is at least server time)
-    if existed then redis.call('DEL', key) end
-  else
+  -- nothing left (held = 0, an empty queue, no waiting reader): the hash stays as a
+  -- tombstone, the summary alone, for FENCE_MEMORY: the next fence is above its own
+  -- (a call that found no hash and left nothing writes nothing)
+  if existed or held > 0 or qh < qt or rw ~= nil then
     local set, dels = {}, {}
     for f, v in pairs(W) do
       if v then
@@ -326,10 +339,9 @@ local function finish()
     end
     if #dels > 0 and existed then redis.call('HDEL', key, unpack(dels)) end
     if #set > 0 then redis.call('HSET', key, unpack(set)) end
-    -- the key's TTL is du, exactly: also when pruning lowered it (fast_release.lua
-    -- relies on it: while dl = du, the key existing means no deadline has passed)
-    if du ~= before_du or not existed then
-      redis.call('PEXPIRE', key, math.max(du - now, 1))
+    -- the key's TTL is FENCE_MEMORY past du (now, when nothing is left)
+    if du ~= before_du or not existed or held == 0 then
+      redis.call('PEXPIRE', key, math.max(du - now, 0) + FENCE_MEMORY)
     end
   end
   if msg ~= nil and PUBLISH ~= '' then

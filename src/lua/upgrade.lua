@@ -23,7 +23,11 @@ if mine == false then return {-4, 'o:' .. owner} end
 local at = nil
 if mine ~= nil then
   for i, h in ipairs(mine.holds) do
-    if h[2] == wid and h[1] == 'w' then return {1, h[3]} end
+    if h[2] == wid and h[1] == 'w' then
+      regrant(owner, mine, lease)
+      finish()
+      return {1, h[3]}
+    end
     if h[2] == uid and h[1] == 'u' then at = i end
   end
 end

@@ -185,6 +185,67 @@ impl Intent {
 #[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub key: &'a str,
+    /// How the script's writes are confirmed by replicas (`None`: not at all).
+    pub confirm: Option<Confirm>,
+}
+
+/// `WAIT wanted timeout_ms` after a script, in the same round trip on the same
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Confirm {
+    /// Replicas that must acknowledge (at least 1).
+    pub wanted: u32,
+    /// At most this long (at least 1 ms: `WAIT n 0` would block for ever).
+    pub timeout_ms: u64,
+}
+
+fn client_id() -> CustomCommand {
+    CustomCommand::new_static("CLIENT", ClusterHash::Random, false)
+}
+
+/// Sends `CLIENT ID`, the `EVALSHA` calls (`calls`: their arguments), `WAIT`, `CLIENT ID`
+/// in one pipeline and returns the calls' replies with the number of replicas that
+/// acknowledged: 0 unless both ids are the same. WAIT counts the writes of ITS
+/// connection: one resent on a new connection (fred resends a command whose connection
+/// dropped) would count none and return at once, so a reply that did not come from the
+/// connection that ran the calls confirms nothing.
+async fn confirmed(
+    client: &Client,
+    counters: &Counters,
+    confirm: Confirm,
+    calls: Vec<Vec<Value>>,
+) -> (Vec<std::result::Result<Value, fred::error::Error>>, u32) {
+    let pipeline = client.pipeline();
+    let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+    for call in calls {
+        let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
+        let _: std::result::Result<(), _> = pipeline.custom(cmd, call).await;
+    }
+    let wait = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
+    let args: Vec<Value> = vec![
+        i64::from(confirm.wanted).into(),
+        i64::try_from(confirm.timeout_ms.max(1))
+            .unwrap_or(i64::MAX)
+            .into(),
+    ];
+    let _: std::result::Result<(), _> = pipeline.custom(wait, args).await;
+    let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+    counters.round_trips.fetch_add(1, Ordering::Relaxed);
+    let mut replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
+    let int = |r: Option<&std::result::Result<Value, fred::error::Error>>| match r {
+        Some(Ok(Value::Integer(i))) => Some(*i),
+        _ => None,
+    };
+    let n = replies.len();
+    if n < 3 {
+        return (Vec::new(), 0);
+    }
+    let acked = match (int(replies.first()), int(replies.get(n - 1))) {
+        (Some(a), Some(b)) if a == b => int(replies.get(n - 2)).unwrap_or(0),
+        _ => 0,
+    };
+    let inner = replies.drain(1..n - 2).collect();
+    (inner, u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
 }
 
 impl Scripts {
@@ -219,8 +280,72 @@ impl Scripts {
         Ok(())
     }
 
-    /// EVALSHA, loading the script again on NOSCRIPT.
+    /// EVALSHA, loading the script again on NOSCRIPT; with `t.confirm`, in one round trip
+    /// with the WAIT that confirms it ([`Error::NotReplicated`] when too few replicas
+    /// acknowledged: what the script did stays on the master, for the caller to undo).
     async fn run(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        script: &Script,
+        t: &Target<'_>,
+        args: Vec<String>,
+    ) -> Result<Value> {
+        match t.confirm {
+            None => {
+                self.run_unconfirmed(client, counters, script, t, args)
+                    .await
+            }
+            Some(c) => {
+                self.run_confirmed(client, counters, script, t, args, c)
+                    .await
+            }
+        }
+    }
+
+    async fn run_confirmed(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        script: &Script,
+        t: &Target<'_>,
+        args: Vec<String>,
+        confirm: Confirm,
+    ) -> Result<Value> {
+        let mut call: Vec<Value> = vec![script.sha1().to_string().into(), "1".into(), t.key.into()];
+        call.extend(args.into_iter().map(Value::from));
+        for first in [true, false] {
+            let (mut replies, acked) =
+                confirmed(client, counters, confirm, vec![call.clone()]).await;
+            let reply = match replies.pop() {
+                Some(r) => r,
+                None => return Err(Error::Protocol("a confirmed call: missing reply".into())),
+            };
+            match reply {
+                Err(e) if first && e.details().starts_with("NOSCRIPT") => {
+                    counters.reloads.fetch_add(1, Ordering::Relaxed);
+                    crate::observe::script_reloaded();
+                    counters.round_trips.fetch_add(1, Ordering::Relaxed);
+                    script.load(client).await?;
+                }
+                Err(e) => return Err(e.into()),
+                Ok(v) => {
+                    if acked < confirm.wanted {
+                        crate::observe::not_replicated(t.key, confirm.wanted, acked);
+                        return Err(Error::NotReplicated {
+                            wanted: confirm.wanted,
+                            acked,
+                        });
+                    }
+                    return Ok(v);
+                }
+            }
+        }
+        Err(Error::Protocol("NOSCRIPT after loading the script".into()))
+    }
+
+    /// EVALSHA, loading the script again on NOSCRIPT.
+    async fn run_unconfirmed(
         &self,
         client: &Client,
         counters: &Counters,
@@ -445,21 +570,43 @@ impl Scripts {
         counters: &Counters,
         lease_ms: u64,
         items: &[RenewItem],
+        confirm: Option<Confirm>,
     ) -> Vec<Result<Vec<Vec<u64>>>> {
-        let pipeline = client.pipeline();
-        for item in items {
-            let mut args = vec![
-                self.renew.sha1().to_string(),
-                "1".to_string(),
-                item.key.clone(),
-                lease_ms.to_string(),
-            ];
-            args.extend(item.owners.iter().cloned());
-            let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
-            let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
+        let calls: Vec<Vec<Value>> = items
+            .iter()
+            .map(|item| {
+                let mut args: Vec<Value> = vec![
+                    self.renew.sha1().to_string().into(),
+                    "1".into(),
+                    item.key.as_str().into(),
+                    lease_ms.to_string().into(),
+                ];
+                args.extend(item.owners.iter().map(|o| Value::from(o.as_str())));
+                args
+            })
+            .collect();
+        let (replies, unconfirmed) = match confirm {
+            None => {
+                let pipeline = client.pipeline();
+                for args in calls {
+                    let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
+                    let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
+                }
+                counters.round_trips.fetch_add(1, Ordering::Relaxed);
+                (pipeline.try_all::<Value>().await, None)
+            }
+            Some(c) => {
+                let (replies, acked) = confirmed(client, counters, c, calls).await;
+                (replies, (acked < c.wanted).then_some((c.wanted, acked)))
+            }
+        };
+        if let Some((wanted, acked)) = unconfirmed {
+            crate::observe::not_replicated("(renewal)", wanted, acked);
+            return items
+                .iter()
+                .map(|_| Err(Error::NotReplicated { wanted, acked }))
+                .collect();
         }
-        counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
         items
             .iter()
             .enumerate()

@@ -66,6 +66,51 @@ impl TestCluster {
         Ok(out)
     }
 
+    /// The lock keys matching `pattern` on the masters that still record a hold, a queued
+    /// writer or a waiting reader: every key but the tombstones a free lock leaves for a
+    /// while (a hash with its summary `s` alone, which remembers the last fence).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// assert!(cluster.held_keys_matching("rwlock:*").await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn held_keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            let lines = admin::cluster_nodes(node.info.port).await?;
+            if !lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
+                continue;
+            }
+            let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
+            let fred::prelude::Value::Array(keys) = reply else {
+                continue;
+            };
+            for key in keys.into_iter().filter_map(|k| k.into_string()) {
+                let fields = admin::call(node.info.port, "HKEYS", vec![key.clone()]).await;
+                let tombstone = match &fields {
+                    Ok(fred::prelude::Value::Array(f)) => {
+                        f.len() == 1 && f[0].as_str().as_deref() == Some("s")
+                    }
+                    // gone meanwhile (expired), or not a hash: only the first is no hold
+                    Ok(fred::prelude::Value::Null) => true,
+                    _ => false,
+                };
+                if !tombstone {
+                    out.push(key);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
     ///
     /// ```no_run

@@ -33,12 +33,13 @@ pub async fn client(cluster: &TestCluster, prefix: &str) -> LockClient {
     client_with(cluster, |c| c.prefix(prefix)).await
 }
 
-/// Waits (up to 3 s, for background releases) until no key with `prefix` is left.
+/// Waits (up to 3 s, for background releases) until no key with `prefix` records a hold
+/// (a free lock's tombstone, its summary alone, stays a minute to remember its fence).
 pub async fn assert_no_keys(cluster: &TestCluster, prefix: &str) {
     let pattern = format!("{prefix}:*");
     let mut left = Vec::new();
     for _ in 0..60 {
-        left = cluster.keys_matching(&pattern).await.expect("KEYS");
+        left = cluster.held_keys_matching(&pattern).await.expect("KEYS");
         if left.is_empty() {
             return;
         }

@@ -1,0 +1,222 @@
+//! Safety by default, one fault each, on a cluster of its own: grants and renewals count
+//! only once the replicas that could be promoted have them; the holder is told its hold
+//! may be lost before the server's lease can end; fences grow across a free lock, clock
+//! steps and slot moves; a slot move checks the holds at once; deadlines are kept while
+//! a node hangs.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::testkit::{StartOptions, TestCluster};
+use cluster_rwlock::{Durability, Error, LockClient, LockConfig};
+use common::{assert_no_keys, prefix};
+use fred::prelude::*;
+
+async fn connect(
+    cluster: &TestCluster,
+    prefix: &str,
+    config: impl FnOnce(LockConfig) -> LockConfig,
+) -> LockClient {
+    LockClient::connect(config(
+        LockConfig::cluster(cluster.seed_urls()).prefix(prefix),
+    ))
+    .await
+    .expect("lock client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_the_replica_did_not_get_is_undone_by_default() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("unconfirmed");
+    let safe = connect(&cluster, &p, |c| c).await;
+    let fast = connect(&cluster, &p, |c| c.durability(Durability::MasterOnly)).await;
+    let lock = safe.rwlock("cut").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    // a grant before the cut is confirmed: the replica is in sync
+    lock.write().await.unwrap().release().await.unwrap();
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    let began = Instant::now();
+    let r = lock.write_timeout(Duration::from_secs(3)).await;
+    let took = began.elapsed();
+    eprintln!("unconfirmed: default write during the cut: {r:?} after {took:?}");
+    assert!(
+        matches!(
+            r,
+            Err(Error::NotReplicated {
+                wanted: 1,
+                acked: 0
+            })
+        ),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_millis(1_500), "{took:?}");
+    // the undone grant left nothing: the weaker mode, chosen by name, is granted
+    let mut granted = None;
+    for _ in 0..20 {
+        if let Some(g) = fast.rwlock("cut").unwrap().try_write().await.unwrap() {
+            granted = Some(g);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let g = granted.expect("master-only grant while the replica is cut off");
+    g.release().await.unwrap();
+    cluster.restore_replication(master.index).await.unwrap();
+    lock.write().await.unwrap().release().await.unwrap();
+    assert_no_keys(&cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_the_replica_did_not_get_does_not_count() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("renewcut");
+    let lease = Duration::from_secs(3);
+    let margin = Duration::from_millis(750);
+    let client = connect(&cluster, &p, |c| c.lease(lease).clock_margin(margin)).await;
+    let lock = client.rwlock("held").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let sent = Instant::now();
+    let g = lock.write().await.unwrap();
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    // the master renews the hold; its replica, which could be promoted, never hears of it
+    let told = tokio::time::timeout(lease * 2, g.lost()).await;
+    let at = sent.elapsed();
+    eprintln!("renewcut: told lost {at:?} after the grant was sent");
+    assert!(told.is_ok(), "the holder is told");
+    assert!(at <= lease - margin + Duration::from_millis(150), "{at:?}");
+    // the master still has it, renewed: only the replica's copy ran out
+    let entries: std::collections::HashMap<String, String> =
+        client.redis().hgetall(lock.key()).await.unwrap();
+    assert!(entries.keys().any(|k| k.starts_with("o:")), "{entries:?}");
+    cluster.restore_replication(master.index).await.unwrap();
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_renewals_hang_is_told_at_sent_plus_lease_minus_margin() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("hung");
+    let lease = Duration::from_secs(3);
+    let margin = Duration::from_millis(500);
+    let client = connect(&cluster, &p, |c| {
+        c.lease(lease)
+            .clock_margin(margin)
+            .command_timeout(Duration::from_millis(500))
+    })
+    .await;
+    let lock = client.rwlock("frozen").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let sent = Instant::now();
+    let g = lock.write().await.unwrap();
+    cluster.pause(master.index).await.unwrap();
+    tokio::time::timeout(lease * 2, g.lost())
+        .await
+        .expect("the holder is told");
+    let at = sent.elapsed();
+    eprintln!("hung: told lost {at:?} after the grant was sent");
+    // not at the end of a renewal round (up to lease/3 later), nor at the server's end
+    assert!(at <= lease - margin + Duration::from_millis(100), "{at:?}");
+    cluster.unpause(master.index).await.unwrap();
+    cluster
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .expect("ready again");
+    drop(g);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_grow_across_a_free_lock_and_a_clock_step_back() {
+    let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(true))
+        .await
+        .expect("cluster with skewable clocks");
+    let p = prefix("fencestep");
+    let client = connect(&cluster, &p, |c| c).await;
+    let lock = client.rwlock("f").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let g = lock.write().await.unwrap();
+    let f1 = g.fence();
+    g.release().await.unwrap();
+    // the lock is free (nobody holds or waits); the master's clock steps back 5 s
+    cluster.skew_clock(master.index, -5_000).await.unwrap();
+    let g = lock.write().await.unwrap();
+    let f2 = g.fence();
+    g.release().await.unwrap();
+    let r = lock.read().await.unwrap();
+    let f3 = r.fence();
+    r.release().await.unwrap();
+    cluster.skew_clock(master.index, 0).await.unwrap();
+    eprintln!("fencestep: {f1} then {f2}, {f3} after the clock stepped back 5 s");
+    assert!(f2 > f1 && f3 > f2, "{f1} {f2} {f3}");
+    assert_no_keys(&cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_missing_after_a_slot_move_is_reported_at_once() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("moved");
+    // renewals every 10 s: the check after the move must not wait for one
+    let client = connect(&cluster, &p, |c| c.lease(Duration::from_secs(30))).await;
+    let lock = client.rwlock("m").unwrap();
+    let from = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let g = lock.write().await.unwrap();
+    let fence = g.fence();
+    // the hold does not reach the slot's new owner (as a migration that lost it would)
+    let _: i64 = client.redis().del(lock.key()).await.unwrap();
+    let mut to = None;
+    for slot in [0, 8_000, 16_000] {
+        let m = cluster.master_for_slot(slot).await.unwrap();
+        if m.index != from.index {
+            to = Some(m);
+            break;
+        }
+    }
+    let to = to.expect("another master");
+    cluster.move_slot(lock.slot(), to.index).await.unwrap();
+    let moved = Instant::now();
+    tokio::time::timeout(Duration::from_secs(8), g.lost())
+        .await
+        .expect("the holder is told before its next renewal");
+    let took = moved.elapsed();
+    eprintln!("moved: told lost {took:?} after the slot moved");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // the next grant is above the lost one, on the new owner
+    let again = lock.write().await.unwrap();
+    assert!(again.fence() > fence);
+    again.release().await.unwrap();
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    cluster.move_slot(lock.slot(), from.index).await.unwrap();
+    assert_no_keys(&cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_timeout_is_kept_while_the_slot_master_hangs() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("hangdeadline");
+    let client = connect(&cluster, &p, |c| c).await;
+    let lock = client.rwlock("h").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    cluster.pause(master.index).await.unwrap();
+    let mut took = Vec::new();
+    for _ in 0..3 {
+        let began = Instant::now();
+        let r = lock.write_timeout(Duration::from_millis(200)).await;
+        took.push(began.elapsed());
+        assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    }
+    cluster.unpause(master.index).await.unwrap();
+    eprintln!("hangdeadline: write_timeout(200 ms) returned after {took:?}");
+    for t in &took {
+        assert!(*t < Duration::from_millis(300), "{took:?}");
+    }
+    cluster
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .expect("ready again");
+}
