@@ -208,8 +208,12 @@ impl Site {
                     // a queue entry lives one lease: come back before it lapses
                     Duration::from_millis(wait_ms).min(refresh)
                 }
-                // a failover or reconnect in progress: try again while time is left
-                Err(Error::Redis(_)) if deadline.is_some() => ERROR_BACKOFF,
+                // a failover or reconnect in progress, or a replica that is not in sync
+                // yet (restarted, catching up): try again while time is left (the grant
+                // the replicas did not confirm was undone)
+                Err(Error::Redis(_) | Error::NotReplicated { .. }) if deadline.is_some() => {
+                    ERROR_BACKOFF
+                }
                 Err(e) => return Err(e),
             };
             let until = match deadline {

@@ -211,6 +211,10 @@ impl Hold {
     /// Stops renewing and hands responsibility to the caller.
     pub fn forget(&mut self) {
         self.done = true;
+        self.stop_renewing();
+    }
+
+    fn stop_renewing(&self) {
         self.site
             .inner
             .keeper
@@ -219,13 +223,17 @@ impl Hold {
     }
 
     pub async fn release(mut self) -> Result<()> {
-        self.forget();
+        // not done until the release is: a release cancelled half way is finished by
+        // `drop` (releasing twice is harmless: the second finds nothing)
+        self.stop_renewing();
         let lost = self.state.is_lost();
         // followed through failovers for up to a lease: after that the hold is gone anyway
         let released = self
             .site
             .release_hold(&self.owner, self.id, self.site.release_budget())
-            .await?;
+            .await;
+        self.done = true;
+        let released = released?;
         self.observe_release(released && !lost);
         if released && !lost {
             Ok(())
@@ -243,6 +251,7 @@ impl Hold {
         let sent = Instant::now();
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
+        self.state.set_converting(true);
         let fence = site.convert_hold(&owner, self.id, to, mode).await?;
         self.forget();
         match fence {

@@ -21,13 +21,26 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub(crate) struct HoldState {
     lost: watch::Sender<bool>,
+    /// An upgrade or a conversion of this hold is under way: a renewal that misses it may
+    /// have run after the script that replaced it, before its reply came back, and
+    /// proves nothing (its belief deadline still holds).
+    converting: std::sync::atomic::AtomicBool,
 }
 
 impl HoldState {
     pub fn new() -> Arc<HoldState> {
         Arc::new(HoldState {
             lost: watch::channel(false).0,
+            converting: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    pub fn set_converting(&self, on: bool) {
+        self.converting.store(on, Ordering::Release);
+    }
+
+    fn converting(&self) -> bool {
+        self.converting.load(Ordering::Acquire)
     }
 
     pub fn mark_lost(&self) {
@@ -197,7 +210,8 @@ impl Keeper {
             };
             entry.valid_until = entry.valid_until.max(self.belief(sent));
             for id in ids {
-                if !still.contains(id) {
+                let converting = entry.holds.get(id).is_some_and(|s| s.converting());
+                if !still.contains(id) && !converting {
                     if let Some(state) = entry.holds.remove(id) {
                         crate::observe::lost(key, owner, "the renewal found the hold gone");
                         state.mark_lost();
@@ -270,6 +284,31 @@ mod tests {
         assert!(!kept.is_lost());
         assert!(gone.is_lost());
         assert_eq!(keeper.held(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
+        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let (k, o) = (arc("k"), arc("o"));
+        let from = HoldState::new();
+        keeper.add(&k, &o, 1, from.clone(), Instant::now());
+        from.set_converting(true);
+        // the renewal ran after the conversion script replaced hold 1 by hold 2
+        keeper.renewed(
+            &k,
+            &vec![(o.clone(), vec![1])],
+            vec![vec![2]],
+            Instant::now(),
+        );
+        assert!(!from.is_lost());
+        from.set_converting(false);
+        keeper.renewed(
+            &k,
+            &vec![(o.clone(), vec![1])],
+            vec![vec![]],
+            Instant::now(),
+        );
+        assert!(from.is_lost());
     }
 
     #[tokio::test]

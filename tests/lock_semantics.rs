@@ -547,3 +547,59 @@ async fn tagged_names_land_in_their_tags_slot() {
     }
     assert_no_keys(cluster, &p).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_with_two_upgradable_holds_stays_the_only_upgrader() {
+    let cluster = cluster().await;
+    let p = prefix("upg2");
+    let client = client(cluster, &p).await;
+    let job = client.rwlock("u").unwrap().with_owner("job-17");
+    let other = client.rwlock("u").unwrap();
+    let a = job.upgradable_read().await.unwrap();
+    let b = job.upgradable_read().await.unwrap();
+    a.release().await.unwrap();
+    // job-17 still holds an upgradable read: nobody else may take one
+    assert!(other.try_upgradable_read().await.unwrap().is_none());
+    let w = tokio::time::timeout(Duration::from_secs(5), b.upgrade())
+        .await
+        .expect("the upgrade is granted at once")
+        .unwrap();
+    assert!(other.try_read().await.unwrap().is_none());
+    w.release().await.unwrap();
+    let u = other
+        .try_upgradable_read()
+        .await
+        .unwrap()
+        .expect("free now");
+    u.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cancelled_half_way_still_releases() {
+    let cluster = cluster().await;
+    let p = prefix("cancelrel");
+    // a lease far longer than the test: only a real release frees the lock in time
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(60))).await;
+    let lock = client.rwlock("c").unwrap();
+    let mut freed_in = Vec::new();
+    for _ in 0..5 {
+        let g = lock.write().await.unwrap();
+        let mut release = Box::pin(g.release());
+        // polled once (a timeout polls its future before its timer), then dropped
+        let _ = tokio::time::timeout(Duration::ZERO, &mut release).await;
+        drop(release);
+        let began = Instant::now();
+        loop {
+            if let Some(g) = lock.try_write().await.unwrap() {
+                g.release().await.unwrap();
+                break;
+            }
+            assert!(began.elapsed() < Duration::from_secs(5), "the hold leaked");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        freed_in.push(began.elapsed());
+    }
+    eprintln!("cancelled releases: freed after {freed_in:?}");
+    assert_no_keys(cluster, &p).await;
+}

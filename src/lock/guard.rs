@@ -291,6 +291,8 @@ impl UpgradableReadGuard {
     /// ```
     pub async fn upgrade(self) -> Result<WriteGuard> {
         let ask = Ask::Upgrade { from: self.hold.id };
+        self.hold.state.set_converting(true);
+        // (an error drops the guard: its hold is released)
         let write = self
             .hold
             .site
@@ -323,7 +325,12 @@ impl UpgradableReadGuard {
     pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
         let ask = Ask::Upgrade { from: self.hold.id };
         let site = self.hold.site.clone();
-        match site.try_hold(self.hold.owner.clone(), ask).await? {
+        self.hold.state.set_converting(true);
+        let outcome = site.try_hold(self.hold.owner.clone(), ask).await;
+        if !matches!(outcome, Ok(Some(_))) {
+            self.hold.state.set_converting(false);
+        }
+        match outcome? {
             Some(write) => Ok(Ok(WriteGuard {
                 hold: self.hold.upgraded(write).await?,
                 lock: self.lock.clone(),

@@ -25,7 +25,7 @@ if mine ~= nil then
     if h[2] == from and (h[1] == 'w' or (h[1] == 'u' and mode == 'r')) then
       if mode == 'u' and upgrader ~= nil and upgrader ~= owner then break end
       table.remove(mine.holds, i)
-      if h[1] == 'u' then upgrader, pending, pending_lease = nil, nil, nil end
+      if h[1] == 'u' and not has_upgradable(mine) then upgrader, pending, pending_lease = nil, nil, nil end
       if not has_write(mine) then writer = nil end
       local f = grant(owner, mine, mode, to, lease)
       finish()

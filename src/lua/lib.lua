@@ -245,7 +245,11 @@ local function remove_hold(o, e, id)
   for i, h in ipairs(e.holds) do
     if h[2] == id then
       table.remove(e.holds, i)
-      if h[1] == 'u' and upgrader == o then upgrader, pending, pending_lease = nil, nil, nil end
+      -- an owner may hold several upgradable holds (an explicit owner token, reentrant):
+      -- it stays the upgrader while one is left
+      if h[1] == 'u' and upgrader == o and not has_upgradable(e) then
+        upgrader, pending, pending_lease = nil, nil, nil
+      end
       if #e.holds == 0 then
         del('o:' .. o)
         held = held - 1
@@ -284,7 +288,8 @@ local function finish()
         if h[1] == 'u' then
           table.remove(e.holds, i)
           local o, id = upgrader, pending
-          upgrader = nil
+          -- still the upgrader if it holds another upgradable hold
+          if not has_upgradable(e) then upgrader = nil end
           local f = grant(o, e, 'w', id, pending_lease)
           msg = 'g ' .. o .. ' ' .. id .. ' ' .. f
           break

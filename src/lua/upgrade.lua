@@ -37,7 +37,9 @@ if at == nil then
 end
 if held == 1 and (writer == nil or writer == owner) then
   table.remove(mine.holds, at)
-  upgrader, pending, pending_lease = nil, nil, nil
+  pending, pending_lease = nil, nil
+  -- still the upgrader if it holds another upgradable hold (an explicit owner token)
+  if not has_upgradable(mine) then upgrader = nil end
   local f = grant(owner, mine, 'w', wid, lease)
   finish()
   return {1, f}

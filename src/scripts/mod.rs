@@ -215,6 +215,7 @@ async fn confirmed(
     confirm: Confirm,
     calls: Vec<Vec<Value>>,
 ) -> (Vec<std::result::Result<Value, fred::error::Error>>, u32) {
+    let expected = calls.len() + 3;
     let pipeline = client.pipeline();
     let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
     for call in calls {
@@ -237,8 +238,15 @@ async fn confirmed(
         _ => None,
     };
     let n = replies.len();
-    if n < 3 {
-        return (Vec::new(), 0);
+    if n != expected {
+        // the pipeline as a whole failed (a connection lost): its error, as each reply
+        let e = replies
+            .into_iter()
+            .find_map(|r| r.err())
+            .unwrap_or_else(|| {
+                fred::error::Error::new(fred::error::ErrorKind::IO, "a pipeline lost replies")
+            });
+        return ((0..expected - 3).map(|_| Err(e.clone())).collect(), 0);
     }
     let acked = match (int(replies.first()), int(replies.get(n - 1))) {
         (Some(a), Some(b)) if a == b => int(replies.get(n - 2)).unwrap_or(0),

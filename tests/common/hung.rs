@@ -70,8 +70,9 @@ fn worst(cycles: &[Cycle], from: Instant, to: Instant) -> (usize, usize, Duratio
 pub async fn hung_master(hang: Hang, hung_for: Duration) {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = super::prefix(&format!("{hang:?}").to_lowercase());
-    // longer than a failover: the replicated hold survives it
-    let lease = Duration::from_secs(8);
+    // longer than a failover: the replicated hold survives it, and its holder's belief
+    // (the lease less a quarter) outlasts the failover and the release that follows it
+    let lease = Duration::from_secs(16);
     let client = LockClient::connect(
         LockConfig::cluster(cluster.seed_urls())
             .prefix(&p)

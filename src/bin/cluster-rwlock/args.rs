@@ -71,8 +71,10 @@ pub struct RunArgs {
     /// What to do to the command when the lease is lost.
     #[arg(long, value_enum, default_value_t = OnLost::Term)]
     pub on_lost: OnLost,
-    /// With `--on-lost term`: how long to wait after SIGTERM before SIGKILL.
-    #[arg(long, value_parser = duration, default_value = "10s")]
+    /// With `--on-lost term`: how long to wait after SIGTERM before SIGKILL. The command
+    /// is told this much earlier than a lease less the clock margin (a quarter of the
+    /// lease), so that it is gone before the lease can end: at most a quarter of the lease.
+    #[arg(long, value_parser = duration, default_value = "5s")]
     pub grace: Duration,
     /// The lock's name.
     pub name: String,

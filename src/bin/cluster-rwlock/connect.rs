@@ -29,7 +29,24 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
     } else {
         LockConfig::from_url(url)?
     };
-    Ok(base.prefix(cli.prefix.as_str()).lease(cli.lease))
+    let config = base.prefix(cli.prefix.as_str()).lease(cli.lease);
+    // `run` tells its command the lease is lost, then kills it after `--grace`: the
+    // command must be gone before the server's lease can end
+    let config = match &cli.command {
+        crate::args::Command::Run(a) if a.on_lost == crate::args::OnLost::Term => {
+            let margin = config.margin() + a.grace;
+            if margin > cli.lease / 2 {
+                return Err(format!(
+                    "--grace {:?} is too long for --lease {:?}: the command is told at lease/4 + grace before the lease ends, which must be at most half the lease",
+                    a.grace, cli.lease
+                )
+                .into());
+            }
+            config.clock_margin(margin)
+        }
+        _ => config,
+    };
+    Ok(config)
 }
 
 /// A connected lock client.
