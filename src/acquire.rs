@@ -244,8 +244,17 @@ impl Site {
                     }) = woken
                     {
                         if handed == id {
-                            // the releaser handed the lock over: no further round trip
-                            match self.handed_over(&owner, id, fence, deadline).await {
+                            // the releaser handed the lock over: taken once confirmed
+                            let taken = self.handed_over(&owner, id, fence, deadline);
+                            let taken = match deadline {
+                                None => taken.await,
+                                Some(d) => match tokio::time::timeout_at(d, taken).await {
+                                    Ok(t) => t,
+                                    // (the armed leftovers give the hold back)
+                                    Err(_) => return Err(timed_out()),
+                                },
+                            };
+                            match taken {
                                 Ok(hold) => {
                                     observe::handed_over(&self.name, fence);
                                     leftovers.armed = false;
@@ -253,6 +262,9 @@ impl Site {
                                 }
                                 // gone again before it was confirmed: keep waiting
                                 Err(Error::LockLost) => {}
+                                // not confirmed (undone), or no answer: try again in time
+                                Err(Error::Redis(_) | Error::NotReplicated { .. })
+                                    if deadline.is_some() => {}
                                 Err(e) => return Err(e),
                             }
                         }

@@ -39,8 +39,14 @@ pub(super) fn node_args(port: u16, dir: &str) -> Vec<String> {
         "127.0.0.1",
         "--save",
         "",
+        // a killed master that restarts before its failover must not come back empty
+        // (and have its replica resync to nothing): the lock's holds survive a restart
+        // only with the append-only file (written before each reply; everysec fsyncs
+        // matter only for a machine that crashes)
         "--appendonly",
-        "no",
+        "yes",
+        "--appendfsync",
+        "everysec",
         "--repl-diskless-sync-delay",
         "0",
         "--dir",
