@@ -83,16 +83,32 @@
 //!   wait behind it, as behind a queued writer) and becomes write before any queued
 //!   writer, with a higher fence: no writer gets in between. Writes downgrade to read or
 //!   to upgradable read in one step.
+//! - **Confirmed grants, by default.** A grant or a renewal counts only once the replicas
+//!   that could be promoted in place of the slot's master have it: each is sent with a
+//!   `WAIT` for the replicas the cluster does not flag as failing, in the same round trip
+//!   ([`Durability`]). A grant they do not confirm in time is undone
+//!   ([`Error::NotReplicated`]; calls with a timeout try again until it runs out); a
+//!   renewal they do not confirm does not extend the holder's lease. A failover then keeps
+//!   every hold its holder believes in. [`Durability::MasterOnly`] is the faster, weaker
+//!   mode, chosen by name.
 //! - **Leases.** Every hold has a lease (default 30 s) measured by the server's clock and
 //!   renewed every lease/3 while the guard lives, by one task per client in one pipeline.
 //!   A holder that dies loses its holds after the lease; a lock whose holders all died
-//!   disappears by itself.
-//! - **The holder is told.** When a renewal finds the hold gone, or Redis stays unreachable
-//!   until the lease may have run out, [`WriteGuard::lost`] resolves, `is_lost()` is true and
+//!   disappears by itself a minute later.
+//! - **The holder is told first.** A hold counts as lost at `sent + lease - margin` by
+//!   the holder's monotonic clock, `sent` being when the request of its last confirmed
+//!   grant or renewal was sent (the server's deadline is the server's clock at execution
+//!   + lease, later), by a timer of its own; or as soon as a renewal finds it gone (a
+//!   renewal also runs at once when a slot moves). The margin
+//!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
+//!   clocks' steps and drift. Then [`WriteGuard::lost`] resolves, `is_lost()` is true and
 //!   `release()` returns [`Error::LockLost`].
 //! - **Fencing.** Every grant carries a fence strictly greater than all fences granted
-//!   before for that name, also after the hash was deleted and re-created or a replica was
-//!   promoted (it is at least the server's time in microseconds).
+//!   before for that name: the last fence + 1, or the server's time in microseconds when
+//!   higher. A free lock keeps its hash for a minute as a tombstone that remembers its
+//!   last fence, the last confirmed grant is on any replica that can be promoted, and a
+//!   slot move carries the hash: fences grow across free periods, failovers and slot
+//!   moves, with master clocks up to a minute apart.
 //! - **Waiting without polling.** Waiters subscribe to the lock's shard channel (one
 //!   subscription per name per client) before they try, and sleep until a release that
 //!   concerns them, or until the earliest lease deadline that could free the lock. A
@@ -103,21 +119,27 @@
 //!   behind.
 //!
 //! # Failure modes
-//! Measured under random faults by the project's nemesis (see the README, "Safety under
-//! faults"), the guarantees above do not all hold yet: a holder whose renewals hang is
-//! told at its own lease deadline, not before the server's copy of the lease ends; a
-//! promoted replica that lacked a hold may grant the lock while that holder's
-//! `release()` and `upgrade()` still succeed; and fences may step back after a clock
-//! step or a slot move while the lock's key did not exist.
-//! - Redis replication is asynchronous: if a master dies after a grant but before its
-//!   replica has it, the promoted replica does not know the hold and may grant the lock
-//!   again. [`LockConfig::replica_acks`] makes each grant wait for replicas (and undo it
-//!   if they do not ack), which narrows that window to the failover itself.
-//! - A lease is no substitute for a fence: a holder paused longer than its lease (GC,
+//! What the guarantees assume, and what they cannot cover (measured under random faults
+//! by the project's nemesis: see the README, "Safety under faults"):
+//! - **Clocks.** Leases are in server time: a replica promoted with a clock ahead of its
+//!   old master's, or a master whose clock steps forward, ends leases early by that
+//!   much. The holder is safe while that is less than the clock margin.
+//! - **Persistence.** A master that is killed and restarted before its replica is
+//!   promoted comes back with what it persisted: without an append-only file
+//!   (`appendonly yes`), empty, and its replica resyncs to nothing. Every hold of its
+//!   slots is then forgotten while its holders believe in it. Run masters with the
+//!   append-only file, or do not restart a failed master before the cluster failed it
+//!   over.
+//! - **A lease is no substitute for a fence**: a holder paused longer than its lease (GC,
 //!   swap, a frozen VM) may act after another owner was granted the lock. Only the
 //!   resource can refuse it, by checking fences.
-//! - A holder cut off from Redis is told (`lost()`) at most one renewal interval after
-//!   its lease may have ended, by its own monotonic clock.
+//! - **WAIT is not consensus.** A confirmed grant is on the replicas, but a replica that
+//!   the cluster flagged as failing (so not waited for) and that is promoted later, by a
+//!   manual `CLUSTER FAILOVER TAKEOVER` for instance, may lack it. A master with no
+//!   replica that could be promoted confirms alone.
+//! - **The weaker mode**, [`Durability::MasterOnly`]: a grant or renewal the replica did
+//!   not get is lost at failover while its holder goes on; a demoted master that wakes up
+//!   may grant fences above its successor's.
 //! - A master that hangs (frozen, or cut off by a partition) affects only the locks of
 //!   its own slots, and only until the cluster fails it over: the client has connections
 //!   per node, reads the slot map from the nodes that answer (merged by config epoch, so
@@ -126,9 +148,6 @@
 //!   if the cluster runs with `cluster-require-full-coverage no`; with Redis's default
 //!   every master refuses commands (`CLUSTERDOWN`) between the failure detection and the
 //!   promotion, and lock calls wait for that window.
-//! - A frozen master that wakes up may serve commands it had buffered before it learns
-//!   it was demoted; what it does then is discarded when it resyncs as a replica, but a
-//!   client that hears its reply may believe it holds. Fences expose such a holder.
 //!
 //! # Layout
 //! The hash layout and the scripts' rules are documented in [`scripts`].

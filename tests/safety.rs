@@ -145,6 +145,15 @@ async fn fences_grow_across_a_free_lock_and_a_clock_step_back() {
     g.release().await.unwrap();
     // the lock is free (nobody holds or waits); the master's clock steps back 5 s
     cluster.skew_clock(master.index, -5_000).await.unwrap();
+    let node = Builder::from_config(Config::from_url(&master.url).unwrap())
+        .build()
+        .unwrap();
+    node.init().await.unwrap();
+    let began = Instant::now();
+    while clock_offset_ms(&node).await > -4_800 {
+        assert!(began.elapsed() < Duration::from_secs(5), "the step is seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let g = lock.write().await.unwrap();
     let f2 = g.fence();
     g.release().await.unwrap();
@@ -219,4 +228,20 @@ async fn write_timeout_is_kept_while_the_slot_master_hangs() {
         .wait_ready(Duration::from_secs(30))
         .await
         .expect("ready again");
+}
+
+/// How far the node's wall clock (`TIME`) is from this machine's, in milliseconds.
+async fn clock_offset_ms(node: &Client) -> i64 {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let before = now();
+    let cmd =
+        fred::types::CustomCommand::new_static("TIME", fred::types::ClusterHash::Random, false);
+    let t: Vec<String> = node.custom(cmd, Vec::<String>::new()).await.unwrap();
+    let after = now();
+    t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000 - (before + after) / 2
 }

@@ -1,20 +1,26 @@
-//! B2: hand-off latency between two clients, with notifications on and off, and its plot.
+//! B2: hand-off latency between two clients, with notifications on and off (and on, in
+//! the weaker mode `Durability::MasterOnly`), and its plot.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use cluster_rwlock::{Durability, LockConfig, DEFAULT_DURABILITY};
 
 use super::common::{pct, Bench, BoxError};
 
 pub(crate) async fn b2(b: &mut Bench) -> Result<HashMap<bool, Vec<f64>>, BoxError> {
     let mut all = HashMap::new();
-    for notifications in [true, false] {
-        let prefix = format!("b2-{notifications}");
-        let a = b
-            .client(&prefix, |c| c.notifications(notifications))
-            .await?;
-        let bb = b
-            .client(&prefix, |c| c.notifications(notifications))
-            .await?;
+    // (notifications, durability): the default both ways, and the weaker mode
+    let runs = [
+        (true, DEFAULT_DURABILITY, ""),
+        (false, DEFAULT_DURABILITY, ""),
+        (true, Durability::MasterOnly, ", master-only"),
+    ];
+    for (notifications, durability, mode) in runs {
+        let prefix = format!("b2-{notifications}{mode}");
+        let tune = |c: LockConfig| c.notifications(notifications).durability(durability);
+        let a = b.client(&prefix, tune).await?;
+        let bb = b.client(&prefix, tune).await?;
         let locks = [a.rwlock("handoff")?, bb.rwlock("handoff")?];
         locks[0].write().await?.release().await?; // warm-up grant
         let mut holder = locks[0].write().await?;
@@ -34,9 +40,9 @@ pub(crate) async fn b2(b: &mut Bench) -> Result<HashMap<bool, Vec<f64>>, BoxErro
         }
         holder.release().await?;
         latencies.sort_by(f64::total_cmp);
-        let tag = if notifications { "on" } else { "off" };
+        let tag = format!("{}{mode}", if notifications { "on" } else { "off" });
         let target = |t: &str| {
-            if notifications {
+            if notifications && mode.is_empty() {
                 t.to_string()
             } else {
                 String::new()
@@ -70,7 +76,9 @@ pub(crate) async fn b2(b: &mut Bench) -> Result<HashMap<bool, Vec<f64>>, BoxErro
             "ms",
             "",
         );
-        all.insert(notifications, latencies);
+        if mode.is_empty() {
+            all.insert(notifications, latencies);
+        }
         a.close().await;
         bb.close().await;
     }

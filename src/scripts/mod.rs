@@ -3,7 +3,9 @@
 //! This module is the state machine; [`RwLock`](crate::RwLock) and the guards wrap it
 //! in a safe API. Every script touches one key and its channel (one slot), goes by the
 //! server's clock (`TIME`, or the key's TTL; never a client clock), and keeps the key's
-//! TTL on the latest deadline of its entries, so a lock whose holders all died disappears.
+//! TTL a minute past the latest deadline of its entries, so a lock whose holders all died
+//! disappears. A lock nobody holds, queues for or waits for keeps its hash for that
+//! minute as a tombstone: the summary alone, which remembers the last fence.
 //!
 //! # Hash layout (version 2)
 //!
@@ -12,7 +14,7 @@
 //!
 //! | field | value | meaning |
 //! |---|---|---|
-//! | `s` | `2 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `2` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any entry (expired entries are looked for only once it has passed); an upper bound of the latest (the key's TTL); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
+//! | `s` | `2 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `2` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any entry (expired entries are looked for only once it has passed); an upper bound of the latest (the key's TTL is a minute past it); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
 //! | `u` | `<owner>` or `<owner> <hold id> <lease-ms>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds |
 //!
@@ -37,13 +39,14 @@
 //!
 //! Every script starts with two lines the client adds (`OWNER_ARG`, where the caller's
 //! owner token is in `ARGV`; `PUBLISH`, the command of release messages), then
-//! `lua/layout.lua` (the layout version). The two calls of an uncontended cycle have fast
-//! paths, which run next and write exactly what the general part would write, without
-//! its parsing and bookkeeping: `lua/fast_acquire.lua` (the key does not exist: one
-//! `EXISTS`, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`,
-//! `PEXPIRE`) and `lua/fast_release.lua` (one `HMGET` of the summary and the caller's
-//! entry; the caller's one hold is the lock's only hold and nobody waits: `DEL`, after a
-//! `TIME` that tells no entry has expired only when the deadlines differ). Anything else
+//! `lua/layout.lua` (the layout version, and `FENCE_MEMORY`, how long a tombstone stays).
+//! The two calls of an uncontended cycle have fast paths, which run next and write
+//! exactly what the general part would write, without its parsing and bookkeeping:
+//! `lua/fast_acquire.lua` (the lock is free: no hash, or a tombstone; `HGET` of the
+//! summary, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`, `PEXPIRE`)
+//! and `lua/fast_release.lua` (one `HMGET` of the summary and the caller's entry; the
+//! caller's one hold is the lock's only hold and nobody waits: `TIME` tells no entry
+//! has expired, then `HDEL`, `HSET` of the tombstone's summary, `PEXPIRE`). Anything else
 //! goes on to `lua/head.lua` (the summary and the caller's entries in one `HMGET`),
 //! `lua/lib.lua` and the script's file. Each call sends one key and only the arguments
 //! its script reads: the release channel, `<key>:released`, is named by the scripts.
@@ -60,10 +63,14 @@
 //! - A write attempt that fails queues the writer (first come, first served); the queue
 //!   entry lives for one lease and is refreshed by each attempt. When the lock becomes
 //!   free, the script that freed it grants it to the first queued writer at once (a
-//!   hand-off): the waiter learns it from the release message, with no further call.
-//! - Fence = max(last fence + 1, server time in µs): strictly increasing, also when the
-//!   hash is deleted and created again or a promoted replica missed the last grants
-//!   (as long as the masters' clocks do not step back).
+//!   hand-off): the waiter learns it from the release message. By default it then renews
+//!   the hold with a `WAIT` before it believes it (a message alone proves nothing: it
+//!   may come from a master that lost the slot); in the weaker mode it needs no call.
+//! - Fence = max(last fence + 1, server time in µs): strictly increasing while the hash
+//!   or its tombstone exists, and after that as long as the masters' clocks are less than
+//!   `FENCE_MEMORY` (a minute) apart. A call sent again that finds the hold its first
+//!   sending granted writes the owner's entry again with a fresh deadline, so that the
+//!   `WAIT` that follows it covers the grant.
 //! - Releases publish on `<key>:released` who may proceed, and only when someone waits:
 //!   `g <owner> <hold id> <fence>` (the lock was handed to that writer or upgrader), `*`
 //!   (anyone) or `r` (readers).

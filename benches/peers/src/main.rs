@@ -1,6 +1,7 @@
 //! B1 side by side, in one run on one cluster: uncontended acquire+release cycles from
 //! 32 tasks on 32 names (B1-wide: 512 on 512), one client per library, for
-//! cluster-rwlock and the peers
+//! cluster-rwlock (its default, grants confirmed by WAIT, and `Durability::MasterOnly`)
+//! and the peers
 //! `rslock` (a SET NX PX mutex; one `LockManager` per master, each name sent to the
 //! master of its slot, since it does not follow a cluster) and `rds_lock` (a read/write
 //! lock; on redis-rs's cluster connection), each with its defaults; and the server
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use cluster_rwlock::slot::key_slot;
 use cluster_rwlock::testkit::TestCluster;
-use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock::{Durability, LockClient, LockConfig, DEFAULT_DURABILITY};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
@@ -75,8 +76,16 @@ where
     n as f64 / took.as_secs_f64()
 }
 
-async fn ours(seeds: &[String], secs: Duration, tag: &str, tasks: usize) -> Result<f64, BoxError> {
-    let mut config = LockConfig::cluster(seeds.to_vec()).prefix(tag);
+async fn ours(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+    tasks: usize,
+    durability: Durability,
+) -> Result<f64, BoxError> {
+    let mut config = LockConfig::cluster(seeds.to_vec())
+        .prefix(tag)
+        .durability(durability);
     if let Some(n) = arg("--connections").and_then(|n| n.parse().ok()) {
         config = config.connections(n);
     }
@@ -362,7 +371,7 @@ async fn run() -> Result<(), BoxError> {
                     &probe,
                     "cluster-rwlock",
                     secs,
-                    ours(&seeds, secs, &tag, TASKS),
+                    ours(&seeds, secs, &tag, TASKS, DEFAULT_DURABILITY),
                 )
                 .await?
             }
@@ -392,7 +401,7 @@ async fn run() -> Result<(), BoxError> {
             &probe,
             "cluster-rwlock (first)",
             secs,
-            ours(&seeds, secs, &format!("{tag}a"), TASKS),
+            ours(&seeds, secs, &format!("{tag}a"), TASKS, DEFAULT_DURABILITY),
         )
         .await?,
         measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?,
@@ -405,9 +414,22 @@ async fn run() -> Result<(), BoxError> {
         .await?,
         measured(
             &probe,
+            "cluster-rwlock, Durability::MasterOnly (no WAIT)",
+            secs,
+            ours(
+                &seeds,
+                secs,
+                &format!("{tag}m"),
+                TASKS,
+                Durability::MasterOnly,
+            ),
+        )
+        .await?,
+        measured(
+            &probe,
             "cluster-rwlock (last)",
             secs,
-            ours(&seeds, secs, &format!("{tag}b"), TASKS),
+            ours(&seeds, secs, &format!("{tag}b"), TASKS, DEFAULT_DURABILITY),
         )
         .await?,
         measured(
@@ -418,13 +440,13 @@ async fn run() -> Result<(), BoxError> {
         )
         .await?,
     ];
-    let mine = (rows[0].rate + rows[3].rate) / 2.0;
+    let mine = (rows[0].rate + rows[4].rate) / 2.0;
     let wide = vec![
         measured(
             &probe,
             "cluster-rwlock, 512 tasks",
             secs,
-            ours(&seeds, secs, &format!("{tag}w"), WIDE),
+            ours(&seeds, secs, &format!("{tag}w"), WIDE, DEFAULT_DURABILITY),
         )
         .await?,
         measured(
