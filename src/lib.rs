@@ -97,8 +97,8 @@
 //!   disappears by itself a minute later.
 //! - **The holder is told first.** A hold counts as lost at `sent + lease - margin` by
 //!   the holder's monotonic clock, `sent` being when the request of its last confirmed
-//!   grant or renewal was sent (the server's deadline is the server's clock at execution
-//!   + lease, later), by a timer of its own; or as soon as a renewal finds it gone (a
+//!   grant or renewal was sent (the server's deadline, its clock at execution plus the
+//!   lease, is later), by a timer of its own; or as soon as a renewal finds it gone (a
 //!   renewal also runs at once when a slot moves). The margin
 //!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
 //!   clocks' steps and drift. Then [`WriteGuard::lost`] resolves, `is_lost()` is true and
