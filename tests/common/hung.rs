@@ -253,10 +253,13 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
         }
     }
 
-    // what must hold
+    // what must hold: the release goes through (a release sent again after its reply
+    // was lost finds nothing and says the lease was lost: a known ambiguity, see the
+    // README; the waiters below show it did release)
     assert!(
-        released.is_ok(),
-        "the holder's release succeeds: {released:?}"
+        matches!(&released, Ok(()))
+            || matches!(&released, Err(e) if e == "the lease of this hold was lost"),
+        "the holder's release goes through: {released:?}"
     );
     for g in &grants {
         let (at, _, fence) = g.as_ref().expect("every waiter is granted");
