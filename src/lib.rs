@@ -127,9 +127,9 @@
 //! - **Persistence.** A master that is killed and restarted before its replica is
 //!   promoted comes back with what it persisted: without an append-only file
 //!   (`appendonly yes`), empty, and its replica resyncs to nothing. Every hold of its
-//!   slots is then forgotten while its holders believe in it. Run masters with the
-//!   append-only file, or do not restart a failed master before the cluster failed it
-//!   over.
+//!   slots is then forgotten while its holders believe in it. Run Redis masters with
+//!   the append-only file, or do not restart a failed master before the cluster failed
+//!   it over. (On Valkey 9.1 the file was measured not to be enough: see the README.)
 //! - **A lease is no substitute for a fence**: a holder paused longer than its lease (GC,
 //!   swap, a frozen VM) may act after another owner was granted the lock. Only the
 //!   resource can refuse it, by checking fences.
