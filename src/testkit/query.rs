@@ -45,6 +45,21 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
+        let mut out: Vec<String> = self
+            .keys_on_masters(pattern)
+            .await?
+            .into_iter()
+            .flat_map(|(_, keys)| keys)
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The keys matching `pattern` on each master that is up, with its port.
+    async fn keys_on_masters(
+        &self,
+        pattern: &str,
+    ) -> Result<Vec<(u16, Vec<String>)>, TestkitError> {
         let mut out = Vec::new();
         for node in &self.nodes {
             if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -59,10 +74,10 @@ impl TestCluster {
             }
             let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
             if let fred::prelude::Value::Array(keys) = reply {
-                out.extend(keys.into_iter().filter_map(|k| k.into_string()));
+                let keys = keys.into_iter().filter_map(|k| k.into_string()).collect();
+                out.push((node.info.port, keys));
             }
         }
-        out.sort();
         Ok(out)
     }
 
@@ -77,23 +92,9 @@ impl TestCluster {
     /// ```
     pub async fn held_keys_matching(&self, pattern: &str) -> Result<Vec<String>, TestkitError> {
         let mut out = Vec::new();
-        for node in &self.nodes {
-            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
-                continue;
-            }
-            let lines = admin::cluster_nodes(node.info.port).await?;
-            if !lines
-                .iter()
-                .any(|l| l.flags.contains("myself") && l.is_master())
-            {
-                continue;
-            }
-            let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
-            let fred::prelude::Value::Array(keys) = reply else {
-                continue;
-            };
-            for key in keys.into_iter().filter_map(|k| k.into_string()) {
-                let fields = admin::call(node.info.port, "HKEYS", vec![key.clone()]).await;
+        for (port, keys) in self.keys_on_masters(pattern).await? {
+            for key in keys {
+                let fields = admin::call(port, "HKEYS", vec![key.clone()]).await;
                 let tombstone = match &fields {
                     Ok(fred::prelude::Value::Array(f)) => {
                         f.len() == 1 && f[0].as_str().as_deref() == Some("s")
