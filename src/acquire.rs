@@ -178,24 +178,17 @@ impl Site {
             if sub.is_none() {
                 if let Some(n) = inner.notifier() {
                     let join = n.join(&self.channel, self.slot);
-                    sub = Some(match deadline {
-                        None => join.await,
-                        Some(d) => match tokio::time::timeout_at(d, join).await {
-                            Ok(s) => s,
-                            Err(_) => return Err(timed_out()),
-                        },
-                    });
+                    let Some(joined) = within(deadline, join).await else {
+                        return Err(timed_out());
+                    };
+                    sub = Some(joined);
                 }
             }
             leftovers.armed = true;
             *attempts += 1;
             let attempt = self.attempt(&owner, ask, id, true, deadline);
-            let outcome = match deadline {
-                None => attempt.await,
-                Some(d) => match tokio::time::timeout_at(d, attempt).await {
-                    Ok(o) => o,
-                    Err(_) => return Err(timed_out()),
-                },
+            let Some(outcome) = within(deadline, attempt).await else {
+                return Err(timed_out());
             };
             let wait = match outcome {
                 Ok(Outcome::Granted(hold)) => {
@@ -246,13 +239,9 @@ impl Site {
                         if handed == id {
                             // the releaser handed the lock over: taken once confirmed
                             let taken = self.handed_over(&owner, id, fence, deadline);
-                            let taken = match deadline {
-                                None => taken.await,
-                                Some(d) => match tokio::time::timeout_at(d, taken).await {
-                                    Ok(t) => t,
-                                    // (the armed leftovers give the hold back)
-                                    Err(_) => return Err(timed_out()),
-                                },
+                            let Some(taken) = within(deadline, taken).await else {
+                                // (the armed leftovers give the hold back)
+                                return Err(timed_out());
                             };
                             match taken {
                                 Ok(hold) => {
@@ -396,6 +385,17 @@ impl Site {
             Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
             Attempt::Gone => Err(Error::LockLost),
         }
+    }
+}
+
+/// `fut`, bounded by `deadline` when there is one: `None` when the deadline came first.
+async fn within<T>(
+    deadline: Option<Instant>,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        None => Some(fut.await),
+        Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
     }
 }
 
