@@ -206,6 +206,15 @@ pub(crate) struct Confirm {
     pub timeout_ms: u64,
 }
 
+/// Queues one `EVALSHA` per entry of `calls` (its arguments: sha, key count, keys, args).
+async fn queue_evalsha(pipeline: &fred::clients::Pipeline<Client>, calls: Vec<Vec<Value>>) {
+    for call in calls {
+        let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
+        // queuing only: the replies come from the pipeline's `try_all`
+        let _: std::result::Result<(), _> = pipeline.custom(cmd, call).await;
+    }
+}
+
 fn client_id() -> CustomCommand {
     CustomCommand::new_static("CLIENT", ClusterHash::Random, false)
 }
@@ -225,10 +234,7 @@ async fn confirmed(
     let expected = calls.len() + 3;
     let pipeline = client.pipeline();
     let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
-    for call in calls {
-        let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
-        let _: std::result::Result<(), _> = pipeline.custom(cmd, call).await;
-    }
+    queue_evalsha(&pipeline, calls).await;
     let wait = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
     let args: Vec<Value> = vec![
         i64::from(confirm.wanted).into(),
@@ -603,10 +609,7 @@ impl Scripts {
         let (replies, unconfirmed) = match confirm {
             None => {
                 let pipeline = client.pipeline();
-                for args in calls {
-                    let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
-                    let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
-                }
+                queue_evalsha(&pipeline, calls).await;
                 counters.round_trips.fetch_add(1, Ordering::Relaxed);
                 (pipeline.try_all::<Value>().await, None)
             }
