@@ -163,7 +163,7 @@ impl Site {
         let deadline = timeout.map(|t| Instant::now() + t);
         let timed_out = || Error::Timeout(timeout.unwrap_or_default());
         let inner = &self.inner;
-        let id = inner.next_hold_id();
+        let mut id = inner.next_hold_id();
         let write = ask.writes();
         let mut leftovers = Leftovers {
             site: self.clone(),
@@ -204,7 +204,13 @@ impl Site {
                 // a failover or reconnect in progress, or a replica that is not in sync
                 // yet (restarted, catching up): try again while time is left (the grant
                 // the replicas did not confirm was undone)
-                Err(Error::Redis(_) | Error::NotReplicated { .. }) if deadline.is_some() => {
+                Err(e @ (Error::Redis(_) | Error::NotReplicated { .. })) if deadline.is_some() => {
+                    if matches!(e, Error::NotReplicated { .. }) {
+                        // the undo of that grant runs in the background: a retry under
+                        // the same id could be granted and then undone by it
+                        id = inner.next_hold_id();
+                        leftovers.id = id;
+                    }
                     ERROR_BACKOFF
                 }
                 Err(e) => return Err(e),
@@ -253,7 +259,13 @@ impl Site {
                                 Err(Error::LockLost) => {}
                                 // not confirmed (undone), or no answer: try again in time
                                 Err(Error::Redis(_) | Error::NotReplicated { .. })
-                                    if deadline.is_some() => {}
+                                    if deadline.is_some() =>
+                                {
+                                    // undone in the background (see `handed_over`): go on
+                                    // under a new id, which that undo cannot touch
+                                    id = inner.next_hold_id();
+                                    leftovers.id = id;
+                                }
                                 Err(e) => return Err(e),
                             }
                         }
