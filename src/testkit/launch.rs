@@ -16,7 +16,7 @@ use super::{admin, blocking, partition, skew, Backend, NodeInfo, Server, TestClu
 use super::{SESSION_LABEL, TESTBED_LABEL};
 
 /// The server's command line for the node on `port`, with its files in `dir`.
-pub(super) fn node_args(port: u16, dir: &str, server: Server) -> Vec<String> {
+pub(super) fn node_args(port: u16, dir: &str) -> Vec<String> {
     let conf = format!("nodes-{port}.conf");
     [
         "--port",
@@ -39,14 +39,12 @@ pub(super) fn node_args(port: u16, dir: &str, server: Server) -> Vec<String> {
         "127.0.0.1",
         "--save",
         "",
-        // a killed Redis master that restarts before its failover must not come back
-        // empty (and have its replica resync to nothing): the lock's holds survive a
-        // restart only with the append-only file (written before each reply; everysec
-        // fsyncs matter only for a machine that crashes). Valkey 9.1 nodes run without
-        // it: with it, a Valkey master restarted after its failover was measured to let
-        // two writers overlap (see the README); the cause is not found yet
+        // a killed master that restarts before its failover must not come back empty
+        // (and have its replica resync to nothing): the lock's holds survive a restart
+        // only with the append-only file (written before each reply; everysec fsyncs
+        // matter only for a machine that crashes)
         "--appendonly",
-        if server == Server::Redis { "yes" } else { "no" },
+        "yes",
         "--appendfsync",
         "everysec",
         "--repl-diskless-sync-delay",
@@ -153,7 +151,7 @@ impl TestCluster {
                     .with_label(TESTBED_LABEL, "testkit")
                     .with_label(SESSION_LABEL, session_id())
                     .with_container_name(format!("cluster-rwlock-{}-{port}", session_id()))
-                    .with_cmd(node_args(port, "/data", server));
+                    .with_cmd(node_args(port, "/data"));
                 // a group of the node's own, so that a partition can drop what it sends
                 let mut request = match partition::node_gid(port) {
                     Some(gid) => request.with_user(format!("0:{gid}")),

@@ -51,7 +51,7 @@ pub(super) fn spawn_native(
         ));
     }
     let child = command
-        .args(node_args(port, &dir.display().to_string(), server))
+        .args(node_args(port, &dir.display().to_string()))
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| TestkitError::Command(e.to_string()))?)
         .stderr(log)
