@@ -300,7 +300,8 @@ impl Site {
         let sent = Instant::now();
         let t = self.confirmed_target(deadline);
         if t.confirm.is_some() {
-            let owners = [&**owner];
+            let ids = [id];
+            let owners = [(&**owner, &ids[..])];
             let present = self
                 .call(|c| {
                     let (t, owners) = (&t, &owners);

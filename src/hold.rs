@@ -66,23 +66,44 @@ impl Site {
         config.lease.max(config.command_timeout)
     }
 
-    /// Gives back hold `id` of `owner`, following the cluster for at most `budget`.
+    /// Gives back hold `id` of `owner`, following the cluster for at most `budget`. True
+    /// when released, and also when a sending found nothing after an earlier one whose
+    /// outcome is unknown (no reply, a timeout, a connection lost): that one may have
+    /// released it, and the caller, which checked its belief deadline before sending,
+    /// held it until then.
     pub(crate) async fn release_hold(
         &self,
         owner: &str,
         id: u64,
         budget: Duration,
     ) -> Result<bool> {
+        use std::sync::atomic::{AtomicBool, Ordering};
         let inner = &self.inner;
         let t = self.target();
-        inner
-            .call_within(self.slot, budget, |c| async move {
-                inner
-                    .scripts
-                    .release(&c, &inner.counters, &t, owner, id)
-                    .await
+        // a sending is "in flight" until its reply says whether the script ran
+        let (in_flight, unsure) = (AtomicBool::new(false), AtomicBool::new(false));
+        let released = inner
+            .call_within(self.slot, budget, |c| {
+                if in_flight.swap(true, Ordering::AcqRel) {
+                    unsure.store(true, Ordering::Release);
+                }
+                let (t, in_flight) = (&t, &in_flight);
+                async move {
+                    let reply = inner
+                        .scripts
+                        .release(&c, &inner.counters, t, owner, id)
+                        .await;
+                    // a redirect: the script did not run there
+                    let redirected =
+                        matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
+                    if reply.is_ok() || redirected {
+                        in_flight.store(false, Ordering::Release);
+                    }
+                    reply
+                }
             })
-            .await
+            .await?;
+        Ok(released || unsure.load(Ordering::Acquire))
     }
 
     /// Turns hold `from` of `owner` into hold `to` of mode `mode`; its fence, or `None`

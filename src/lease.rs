@@ -61,12 +61,20 @@ impl HoldState {
 /// Each owner of a lock with the ids of its holds.
 pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
+/// One hold in the book.
+pub(crate) struct Held {
+    pub state: Arc<HoldState>,
+    /// when its lease runs out unless renewed (local monotonic clock): each hold has its
+    /// own, as on the server, where a grant or renewal sets the deadline of the holds it
+    /// names and no other (a sibling process under the same owner token renews its own
+    /// holds, never this one's)
+    pub valid_until: Instant,
+}
+
 /// The holds of one owner of one lock.
 pub(crate) struct Owned {
-    /// hold id -> its state
-    pub holds: HashMap<u64, Arc<HoldState>>,
-    /// when the lease runs out unless renewed (local monotonic clock)
-    pub valid_until: Instant,
+    /// hold id -> its state and belief deadline
+    pub holds: HashMap<u64, Held>,
 }
 
 /// A lock key and an owner token.
@@ -119,11 +127,14 @@ impl Keeper {
             .entry((key.clone(), owner.clone()))
             .or_insert_with(|| Owned {
                 holds: HashMap::new(),
-                valid_until: until,
             });
-        // the owner's lease deadline covers all its holds
-        entry.valid_until = entry.valid_until.max(until);
-        entry.holds.insert(id, state);
+        entry.holds.insert(
+            id,
+            Held {
+                state,
+                valid_until: until,
+            },
+        );
         drop(map);
         self.added.notify_one();
         !self.started.swap(true, Ordering::AcqRel)
@@ -137,7 +148,10 @@ impl Keeper {
 
     /// The earliest belief deadline of any hold.
     pub fn earliest(&self) -> Option<Instant> {
-        self.map().values().map(|e| e.valid_until).min()
+        self.map()
+            .values()
+            .flat_map(|e| e.holds.values().map(|h| h.valid_until))
+            .min()
     }
 
     /// Marks every hold whose belief ran out, at each belief deadline, until the keeper
@@ -208,13 +222,20 @@ impl Keeper {
             let Some(entry) = map.get_mut(&k) else {
                 continue;
             };
-            entry.valid_until = entry.valid_until.max(self.belief(sent));
+            let until = self.belief(sent);
             for id in ids {
-                let converting = entry.holds.get(id).is_some_and(|s| s.converting());
-                if !still.contains(id) && !converting {
-                    if let Some(state) = entry.holds.remove(id) {
+                if still.contains(id) {
+                    // renewed: only the holds the renewal named (see `Held`)
+                    if let Some(h) = entry.holds.get_mut(id) {
+                        h.valid_until = h.valid_until.max(until);
+                    }
+                    continue;
+                }
+                let converting = entry.holds.get(id).is_some_and(|h| h.state.converting());
+                if !converting {
+                    if let Some(h) = entry.holds.remove(id) {
                         crate::observe::lost(key, owner, "the renewal found the hold gone");
-                        state.mark_lost();
+                        h.state.mark_lost();
                     }
                 }
             }
@@ -227,17 +248,20 @@ impl Keeper {
     /// Whatever Redis said: a lease not renewed by `now` is lost.
     pub fn expire(&self, now: Instant) {
         self.map().retain(|(key, owner), e| {
-            if e.valid_until <= now {
-                crate::observe::lost(
-                    key,
-                    owner,
-                    "no renewal was confirmed for a lease (less the clock margin)",
-                );
-                e.holds.values().for_each(|s| s.mark_lost());
-                false
-            } else {
-                true
-            }
+            e.holds.retain(|_, h| {
+                if h.valid_until <= now {
+                    crate::observe::lost(
+                        key,
+                        owner,
+                        "no renewal was confirmed for a lease (less the clock margin)",
+                    );
+                    h.state.mark_lost();
+                    false
+                } else {
+                    true
+                }
+            });
+            !e.holds.is_empty()
         });
     }
 
@@ -283,6 +307,24 @@ mod tests {
         keeper.renewed(&k, &owners, vec![vec![1]], now);
         assert!(!kept.is_lost());
         assert!(gone.is_lost());
+        assert_eq!(keeper.held(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
+        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let (k, o) = (arc("k"), arc("o"));
+        let (renewed, not_named) = (HoldState::new(), HoldState::new());
+        let t0 = Instant::now();
+        keeper.add(&k, &o, 1, renewed.clone(), t0);
+        keeper.add(&k, &o, 2, not_named.clone(), t0);
+        // a renewal sent 2 s later named hold 1 only (hold 2 was granted after its
+        // snapshot, say): the server moved hold 1's deadline on, not hold 2's
+        let owners = vec![(o.clone(), vec![1])];
+        keeper.renewed(&k, &owners, vec![vec![1]], t0 + Duration::from_secs(2));
+        keeper.expire(t0 + Duration::from_secs(3));
+        assert!(!renewed.is_lost());
+        assert!(not_named.is_lost());
         assert_eq!(keeper.held(), 1);
     }
 

@@ -109,7 +109,11 @@ async fn renew_all(
     });
     let retries = again.map(|i| {
         let item = &items[i];
-        let owners: Vec<&str> = item.owners.iter().map(String::as_str).collect();
+        let owners: Vec<(&str, &[u64])> = item
+            .owners
+            .iter()
+            .map(|(o, ids)| (o.as_str(), ids.as_slice()))
+            .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
             let t = crate::scripts::Target {
@@ -156,7 +160,10 @@ async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
             .iter()
             .map(|(key, owners)| RenewItem {
                 key: key.to_string(),
-                owners: owners.iter().map(|(o, _)| o.to_string()).collect(),
+                owners: owners
+                    .iter()
+                    .map(|(o, ids)| (o.to_string(), ids.clone()))
+                    .collect(),
             })
             .collect();
         let sent = Instant::now();

@@ -52,18 +52,22 @@ async fn a_hash_with_garbage_is_refused_and_kept() {
     let redis = client.redis().clone();
     // a summary whose earliest deadline has passed: every entry is read (and checked)
     // before anything is written
-    const S: &str = "2 5 1 1 99999999999999 0 0 -";
+    const S: &str = "3 5 1 1 99999999999999 0 0 -";
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("no-summary", vec![("hello", "world")]),
         ("other-layout", vec![("s", "9 5 0 - 0 0 0 -")]),
-        ("fence-with-a-dash", vec![("s", "2 1-2 0 - 0 0 0 -")]),
-        ("deadline-with-a-dash", vec![("s", "2 5 0 3-4 0 0 0 -")]),
-        ("bad-deadline", vec![("s", S), ("o:someone", "soon r1:2")]),
+        ("fence-with-a-dash", vec![("s", "3 1-2 0 - 0 0 0 -")]),
+        ("deadline-with-a-dash", vec![("s", "3 5 0 3-4 0 0 0 -")]),
+        ("bad-deadline", vec![("s", S), ("o:someone", "r1:2:soon")]),
         (
             "bad-hold",
-            vec![("s", S), ("o:someone", "99999999999999 x1:2")],
+            vec![("s", S), ("o:someone", "x1:2:99999999999999")],
         ),
-        ("no-holds", vec![("s", S), ("o:someone", "99999999999999")]),
+        ("no-holds", vec![("s", S), ("o:someone", " ")]),
+        (
+            "old-layout-hold",
+            vec![("s", S), ("o:someone", "99999999999999 r1:2")],
+        ),
         ("bad-queue", vec![("s", S), ("q:someone", "first")]),
     ];
     for (name, fields) in &cases {
@@ -91,7 +95,7 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let p = prefix("utf8");
     let client = client(cluster, &p).await;
     let lock = client.rwlock("bytes").unwrap();
-    // a well-formed write hold (layout 2: summary and entry) of an owner whose name is not
+    // a well-formed write hold (layout 3: summary and entry) of an owner whose name is not
     // UTF-8, far in the future
     let owner = vec![0xff, 0xfe, 0x80];
     let mut field = b"o:".to_vec();
@@ -99,10 +103,10 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let fields: Vec<(Value, Value)> = vec![
         (
             "s".into(),
-            "2 5 1 99999999999999 99999999999999 0 0 -".into(),
+            "3 5 1 99999999999999 99999999999999 0 0 -".into(),
         ),
         ("w".into(), Value::Bytes(owner.into())),
-        (Value::Bytes(field.into()), "99999999999999 w1:5".into()),
+        (Value::Bytes(field.into()), "w1:5:99999999999999".into()),
     ];
     let _: () = client.redis().hset(lock.key(), fields).await.unwrap();
     // never granted against it, and the state is a typed error, not a panic

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_rwlock::{Error, Mode};
-use common::{assert_no_keys, client, cluster, prefix};
+use cluster_rwlock::{Error, LockConfig, Mode};
+use common::{assert_no_keys, client, client_with, cluster, prefix};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_tasks_sharing_one_handle_never_write_together() {
@@ -97,6 +97,49 @@ async fn explicit_owners_are_reentrant_and_exclude_others() {
     w2.release().await.unwrap();
     let r = rival.try_write().await.unwrap().expect("free again");
     r.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_of_a_dead_process_run_out_though_a_sibling_renews_the_same_owner() {
+    let cluster = cluster().await;
+    let p = prefix("sibling");
+    let short = |c: LockConfig| c.prefix(&p).lease(Duration::from_secs(2));
+    let dead = client_with(cluster, short).await;
+    let alive = client_with(cluster, short).await;
+    let name = "nightly";
+    // a process of job-9 takes a read hold and dies: no release, no renewal
+    let g = dead
+        .rwlock(name)
+        .unwrap()
+        .with_owner("job-9")
+        .read()
+        .await
+        .unwrap();
+    std::mem::forget(g);
+    dead.close().await;
+    // another process of job-9 holds, and renews, all along
+    let job = alive.rwlock(name).unwrap().with_owner("job-9");
+    let held = job.read().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let s = job.state().await.unwrap();
+    eprintln!("sibling: after three leases: {:?}", s.holders);
+    assert_eq!(s.holders.len(), 1, "{s:?}");
+    assert_eq!(
+        s.holders[0].read_holds, 1,
+        "the dead process's hold ran out: {s:?}"
+    );
+    assert!(!held.is_lost());
+    held.release().await.unwrap();
+    // nothing of job-9 is left: another owner takes write at once
+    let w = alive
+        .rwlock(name)
+        .unwrap()
+        .try_write()
+        .await
+        .unwrap()
+        .expect("free once the live process released");
+    w.release().await.unwrap();
     assert_no_keys(cluster, &p).await;
 }
 

@@ -253,3 +253,34 @@ async fn clock_offset_ms(node: &Client) -> i64 {
     let after = now();
     t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000 - (before + after) / 2
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_sent_again_after_its_reply_was_lost_says_released() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("resent");
+    let client = connect(&cluster, &p, |c| {
+        c.command_timeout(Duration::from_millis(300))
+    })
+    .await;
+    let lock = client.rwlock("r").unwrap();
+    let g = lock.write().await.unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    // the master runs the release, and its reply is lost: the client times out and
+    // sends it again on a new connection once replies flow again
+    cluster
+        .drop_replies(master.index)
+        .await
+        .expect("drop_replies (needs iptables and root)");
+    let restore = async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        cluster.restore_replies(master.index).await.unwrap();
+    };
+    let began = Instant::now();
+    let (r, ()) = tokio::join!(g.release(), restore);
+    eprintln!("resent: release {r:?} after {:?}", began.elapsed());
+    assert!(cluster.replication_rules().await.unwrap().is_empty());
+    assert!(r.is_ok(), "{r:?}");
+    let w = lock.try_write().await.unwrap().expect("released");
+    w.release().await.unwrap();
+    assert_no_keys(&cluster, &p).await;
+}

@@ -51,7 +51,10 @@ impl Connector {
             .with_connection_config(|c| {
                 c.connection_timeout = timeout;
                 c.internal_command_timeout = timeout;
-                c.max_command_attempts = 2;
+                // fred never sends a command again by itself: the router does (see
+                // `Router::call`), and only it knows that a command sent again may find
+                // what its first sending did (a release that ran, whose reply was lost)
+                c.max_command_attempts = 1;
                 // lock traffic is small request/reply: never wait for Nagle
                 c.tcp.nodelay = Some(true);
                 // a frozen node keeps its connections open but answers nothing: drop the

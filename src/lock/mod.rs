@@ -113,7 +113,8 @@ pub struct Holder {
     pub write_holds: u32,
     /// Upgradable read holds.
     pub upgradable_holds: u32,
-    /// Time left on the owner's lease, by the server's clock.
+    /// Time left on the owner's lease, by the server's clock: the latest deadline of its
+    /// holds (each hold has its own, set by the grant or renewal that named it).
     pub lease_left: Duration,
 }
 

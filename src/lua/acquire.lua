@@ -26,7 +26,7 @@ if mine ~= nil then
   -- a retry of a granted attempt, or a hold handed over while this writer was queued
   for _, h in ipairs(mine.holds) do
     if h[2] == id then
-      regrant(owner, mine, lease)
+      regrant(owner, mine, h, lease)
       finish()
       return {1, h[3]}
     end

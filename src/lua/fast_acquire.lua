@@ -36,7 +36,7 @@ if ARGV[5] ~= '2' then
     -- (empty), no waiting readers; the owner's entry with its one hold; 'w' or 'u' for
     -- that mode
     local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. deadline .. ' ' .. deadline .. ' ' .. qh .. ' ' .. qt .. ' -'
-    local entry = deadline .. ' ' .. m .. ARGV[3] .. ':' .. fence
+    local entry = m .. ARGV[3] .. ':' .. fence .. ':' .. deadline
     if m == 'r' then
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry)
     else

@@ -15,7 +15,7 @@ if F[1] and F[2] then
   -- one owner holds ('1'); the queue head equals its tail; no reader waits ('-')
   local layout, fence, dl, qh, qt = string.match(F[1], '^(%d+) (%d+) 1 (%d+) %d+ (%d+) (%d+) %-$')
   -- the caller's entry has exactly one hold, and it is the one given back
-  if layout == LAYOUT and qh == qt and string.match(F[2], '^%d+ [rwu](%d+):%d+$') == ARGV[2] then
+  if layout == LAYOUT and qh == qt and string.match(F[2], '^[rwu](%d+):%d+:%d+$') == ARGV[2] then
     -- before the earliest-deadline bound, no entry has expired: the caller is the one
     -- owner, and no other entry needs pruning first
     local time = redis.call('TIME')

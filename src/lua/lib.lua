@@ -14,7 +14,7 @@
 -- The summary, kept up to date by every script, in one field 's':
 --   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>' ('-' for none), and 'w':
 --   fence  the last fence granted          held    owners that hold (any mode)
---   dl, du bounds of the earliest and latest deadline of any entry (server ms)
+--   dl, du bounds of the earliest and latest deadline of any hold (server ms)
 --   qh, qt queue head ticket, next ticket  rw      readers wait until then
 --   writer ('w') the owner that holds write
 --   upgrader ('u') '<owner>', the owner of the upgradable hold, or '<owner> <id> <lease>'
@@ -76,28 +76,26 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- far less than a float's '%.0f')
 local function fmt(n) return string.format('%d', n) end
 
--- An owner's entry 'o:<owner>' = '<deadline-ms> <hold> <hold> ...', a hold being
--- '<r|w|u><id>:<fence>' (read, write, upgradable read). Returns {deadline, holds = {{mode, id, fence}, ...}}, or nil when
--- malformed.
+-- An owner's entry 'o:<owner>' = '<hold> <hold> ...', a hold being
+-- '<r|w|u><id>:<fence>:<deadline-ms>' (read, write, upgradable read). Each hold has its
+-- own deadline: a grant or renewal sets the deadline of the holds it names and of no
+-- other, so that holds of a process that died are not kept alive by a sibling process
+-- under the same owner token. Returns {holds = {{mode, id, fence, deadline}, ...}}, or
+-- nil when malformed.
 local function parse_owner(v)
   local e = {holds = {}}
   for tok in string.gmatch(v, '%S+') do
-    if e.deadline == nil then
-      e.deadline = tonumber(tok)
-      if e.deadline == nil then return nil end
-    else
-      local m, id, fe = string.match(tok, '^([rwu])(%d+):(%d+)$')
-      if m == nil then return nil end
-      e.holds[#e.holds + 1] = {m, id, fe}
-    end
+    local m, id, fe, d = string.match(tok, '^([rwu])(%d+):(%d+):(%d+)$')
+    if m == nil then return nil end
+    e.holds[#e.holds + 1] = {m, id, fe, tonumber(d)}
   end
-  if e.deadline == nil or #e.holds == 0 then return nil end
+  if #e.holds == 0 then return nil end
   return e
 end
 
 local function format_owner(e)
-  local parts = {fmt(e.deadline)}
-  for _, h in ipairs(e.holds) do parts[#parts + 1] = h[1] .. h[2] .. ':' .. h[3] end
+  local parts = {}
+  for _, h in ipairs(e.holds) do parts[#parts + 1] = h[1] .. h[2] .. ':' .. h[3] .. ':' .. fmt(h[4]) end
   return table.concat(parts, ' ')
 end
 
@@ -151,13 +149,24 @@ local function prune()
     if p == 'o:' then
       local e = parse_owner(v)
       if e == nil then return f end
-      if e.deadline <= now then
+      -- the holds whose own deadline has passed go; the entry with them when none is left
+      local live = {}
+      for _, h in ipairs(e.holds) do
+        if h[4] > now then
+          live[#live + 1] = h
+          deadline_set(h[4])
+        end
+      end
+      if #live == 0 then
         gone[#gone + 1] = f
       else
+        if #live < #e.holds then
+          e.holds = live
+          put(f, format_owner(e))
+        end
         held = held + 1
         if has_write(e) then writer = string.sub(f, 3) end
         if has_upgradable(e) then upgrader = string.sub(f, 3) end
-        deadline_set(e.deadline)
       end
     elseif p == 'q:' then
       local q = parse_queued(v)
@@ -214,29 +223,28 @@ local function next_fence()
   return fmt(f)
 end
 
--- A call sent again finds the hold its first sending granted: its owner's deadline is
--- set anew from now, as for a grant (the client counts the lease from the send time of
--- the call whose reply it got), and written back, so that the call writes: a WAIT after
--- it then covers the grant, whichever connection made it.
-local function regrant(o, e, lease)
-  if now + lease > e.deadline then e.deadline = now + lease end
+-- A call sent again finds the hold `h` its first sending granted: its deadline is set
+-- anew from now, as for a grant (the client counts the lease from the send time of the
+-- call whose reply it got), and written back, so that the call writes: a WAIT after it
+-- then covers the grant, whichever connection made it.
+local function regrant(o, e, h, lease)
+  if now + lease > h[4] then h[4] = now + lease end
   put('o:' .. o, format_owner(e))
-  deadline_set(e.deadline)
+  deadline_set(h[4])
 end
 
 -- adds a hold for owner `o` (whose entry is `e`, or nil) and returns its fence
 local function grant(o, e, m, id, lease)
   local f = next_fence()
   if e == nil then
-    e = {deadline = 0, holds = {}}
+    e = {holds = {}}
     held = held + 1
   end
-  e.holds[#e.holds + 1] = {m, id, f}
-  if now + lease > e.deadline then e.deadline = now + lease end
+  e.holds[#e.holds + 1] = {m, id, f, now + lease}
   if m == 'w' then writer = o end
   if m == 'u' then upgrader = o end
   put('o:' .. o, format_owner(e))
-  deadline_set(e.deadline)
+  deadline_set(now + lease)
   return f
 end
 

@@ -1,19 +1,30 @@
--- renew.lua: extends the leases of several owners of one lock in one call: O(1) per
--- owner (its own entry, read in one HMGET and written in one HSET), so renewing n owners
--- costs n, not n squared. The client sends at most a few hundred owners per call, so
--- that no call holds the server for long.
+-- renew.lua: extends the leases of holds of several owners of one lock in one call: O(1)
+-- per owner (its own entry, read in one HMGET and written in one HSET), so renewing n
+-- owners costs n, not n squared. The client sends at most a few hundred owners per call,
+-- so that no call holds the server for long. Only the holds named are renewed: another
+-- process under the same owner token renews its own, and the holds of one that died
+-- run out.
 --
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  lease in ms
--- ARGV[2..] owner tokens
+-- ARGV[2..] '<owner token> <hold id> <hold id> ...', one per owner
 -- Returns {1, list}: one entry per owner, in order: the space-separated ids of the holds
--- it still has ('' when it has none left: its lease ran out or its holds were removed).
+-- named that it still has ('' when none is left: their leases ran out or they were
+-- removed).
 -- {-3, type}, {-4, field}: see lib
 local lease = tonumber(ARGV[1])
 local bad = prune()
 if bad then return {-4, bad} end
-local fields = {}
-for i = 2, #ARGV do fields[#fields + 1] = 'o:' .. ARGV[i] end
+local fields, named = {}, {}
+for i = 2, #ARGV do
+  local ids = {}
+  local o = nil
+  for tok in string.gmatch(ARGV[i], '%S+') do
+    if o == nil then o = tok else ids[tok] = true end
+  end
+  fields[#fields + 1] = 'o:' .. (o or '')
+  named[#named + 1] = ids
+end
 local out = {}
 if #fields > 0 then
   local values = redis.call('HMGET', key, unpack(fields))
@@ -31,11 +42,17 @@ if #fields > 0 then
     if e == nil then
       out[i] = ''
     else
-      e.deadline = now + lease
-      set[#set + 1] = fields[i]
-      set[#set + 1] = format_owner(e)
       local ids = {}
-      for _, h in ipairs(e.holds) do ids[#ids + 1] = h[2] end
+      for _, h in ipairs(e.holds) do
+        if named[i][h[2]] then
+          h[4] = now + lease
+          ids[#ids + 1] = h[2]
+        end
+      end
+      if #ids > 0 then
+        set[#set + 1] = fields[i]
+        set[#set + 1] = format_owner(e)
+      end
       out[i] = table.concat(ids, ' ')
     end
   end

@@ -15,16 +15,20 @@ for i = 1, #raw, 2 do
   if p == 'o:' then
     local e = parse_owner(v)
     if e == nil then return {-4, f} end
-    if e.deadline > now then
-      local r, w, u = 0, 0, 0
-      for _, h in ipairs(e.holds) do
+    -- the holds whose own deadline has not passed; the lease left is the latest's
+    local r, w, u, last = 0, 0, 0, nil
+    for _, h in ipairs(e.holds) do
+      if h[4] > now then
         if h[1] == 'w' then w = w + 1 elseif h[1] == 'u' then u = u + 1 else r = r + 1 end
+        if last == nil or h[4] > last then last = h[4] end
       end
+    end
+    if last ~= nil then
       holders[#holders + 1] = string.sub(f, 3)
       holders[#holders + 1] = r
       holders[#holders + 1] = w
       holders[#holders + 1] = u
-      holders[#holders + 1] = e.deadline - now
+      holders[#holders + 1] = last - now
     end
   elseif p == 'q:' then
     local q = parse_queued(v)

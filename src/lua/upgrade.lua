@@ -24,7 +24,7 @@ local at = nil
 if mine ~= nil then
   for i, h in ipairs(mine.holds) do
     if h[2] == wid and h[1] == 'w' then
-      regrant(owner, mine, lease)
+      regrant(owner, mine, h, lease)
       finish()
       return {1, h[3]}
     end

@@ -7,14 +7,14 @@
 //! disappears. A lock nobody holds, queues for or waits for keeps its hash for that
 //! minute as a tombstone: the summary alone, which remembers the last fence.
 //!
-//! # Hash layout (version 2)
+//! # Hash layout (version 3)
 //!
 //! One hash per lock at `<prefix>:{<name>}`. A summary, kept up to date by every script
 //! so that no operation reads the whole hash:
 //!
 //! | field | value | meaning |
 //! |---|---|---|
-//! | `s` | `2 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `2` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any entry (expired entries are looked for only once it has passed); an upper bound of the latest (the key's TTL is a minute past it); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
+//! | `s` | `3 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `3` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any hold (expired holds are looked for only once it has passed); an upper bound of the latest (the key's TTL is a minute past it); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
 //! | `u` | `<owner>` or `<owner> <hold id> <lease-ms>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds |
 //!
@@ -22,18 +22,21 @@
 //!
 //! | field | value | meaning |
 //! |---|---|---|
-//! | `o:<owner>` | `<deadline-ms> <hold> <hold> ...` | an owner's holds and its lease deadline (server ms) |
+//! | `o:<owner>` | `<hold> <hold> ...` | an owner's holds |
 //! | `q:<owner>` | `<ticket> <deadline-ms> <hold id> <lease-ms>` | a queued writer: its place, the deadline of its intent, and the hold it is handed when its turn comes |
 //! | `t:<ticket>` | owner token | who holds that place in the queue |
 //!
-//! A hold is `<r|w|u><id>:<fence>`: its mode (read, write, upgradable read), the id the
-//! client gave it (unique per owner, so that a retried call never takes or gives back a
-//! second hold) and its fence.
+//! A hold is `<r|w|u><id>:<fence>:<deadline-ms>`: its mode (read, write, upgradable
+//! read), the id the client gave it (unique per owner, so that a retried call never takes
+//! or gives back a second hold), its fence and its lease deadline (server ms). Each hold
+//! has its own deadline, set by the grant or renewal that names it: two processes under
+//! one explicit owner token renew their own holds, and the holds of one that died run
+//! out one lease later, whatever the other does.
 //!
 //! # Cost
 //! Every operation but [`RwLock::state`](crate::RwLock::state) touches O(1) fields: the
 //! summary (one `HMGET`), the caller's own entry, and the queue's head (tickets of
-//! writers that left are dropped as they reach the head, each once). Expired entries are
+//! writers that left are dropped as they reach the head, each once). Expired holds are
 //! removed by one scan of the hash when the earliest-deadline bound `dl` has passed:
 //! once per expiry, not per call. Renewing n owners costs n.
 //!
@@ -495,17 +498,18 @@ impl Scripts {
         attempt("upgrade", &parts, (2, Attempt::Gone))
     }
 
-    /// For each owner, the ids of the holds it still has.
+    /// Renews the named holds of each owner (and no other hold: see `lua/renew.lua`);
+    /// for each owner, the ids of those it still has.
     pub async fn renew(
         &self,
         client: &Client,
         counters: &Counters,
         t: &Target<'_>,
         lease_ms: u64,
-        owners: &[&str],
+        owners: &[(&str, &[u64])],
     ) -> Result<Vec<Vec<u64>>> {
         let mut args = vec![lease_ms.to_string()];
-        args.extend(owners.iter().map(|o| o.to_string()));
+        args.extend(owners.iter().map(|(o, ids)| renew_arg(o, ids)));
         parse_renew(
             t.key,
             self.run(client, counters, &self.renew, t, args).await?,
@@ -574,11 +578,22 @@ impl Scripts {
     }
 }
 
-/// One lock's renewal in a batch: key, owners.
+/// One lock's renewal in a batch: key, and each owner with the ids of its holds that
+/// are to be renewed.
 #[derive(Clone)]
 pub(crate) struct RenewItem {
     pub key: String,
-    pub owners: Vec<String>,
+    pub owners: Vec<(String, Vec<u64>)>,
+}
+
+/// renew.lua's argument for one owner: `<owner> <id> <id> ...`.
+fn renew_arg(owner: &str, ids: &[u64]) -> String {
+    let mut arg = owner.to_string();
+    for id in ids {
+        arg.push(' ');
+        arg.push_str(&id.to_string());
+    }
+    arg
 }
 
 impl Scripts {
@@ -602,7 +617,11 @@ impl Scripts {
                     item.key.as_str().into(),
                     lease_ms.to_string().into(),
                 ];
-                args.extend(item.owners.iter().map(|o| Value::from(o.as_str())));
+                args.extend(
+                    item.owners
+                        .iter()
+                        .map(|(o, ids)| Value::from(renew_arg(o, ids))),
+                );
                 args
             })
             .collect();
@@ -650,6 +669,12 @@ mod tests {
             [Intent::Try, Intent::Wait, Intent::Again].map(Intent::arg),
             ["0", "1", "2"]
         );
+    }
+
+    #[test]
+    fn a_renewal_names_the_owner_and_its_holds() {
+        assert_eq!(renew_arg("o1", &[7, 12]), "o1 7 12");
+        assert_eq!(renew_arg("o1", &[]), "o1");
     }
 
     #[test]

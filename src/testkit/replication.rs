@@ -16,6 +16,9 @@ use super::{admin, Backend, TestCluster, TestkitError};
 /// The comment kind of a replication cut's rules (see [`fault_tag`]).
 const REPL: &str = "repl";
 
+/// The comment kind of the rule that drops a node's replies.
+const REPLIES: &str = "replies";
+
 /// How long [`TestCluster::failover`] waits for the replica to take over.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -138,6 +141,49 @@ impl TestCluster {
         rules::remove_tagged(&fault_tag(REPL, port)).await
     }
 
+    /// Silently drops everything the node `index` sends from its client port (replies
+    /// to clients, the replication stream), while it goes on taking and running commands:
+    /// a command runs and its caller never hears back, as when a reply is lost on the
+    /// way. [`restore_replies`](Self::restore_replies) ends it. An iptables rule on `lo`,
+    /// tagged like a [replication cut](Self::cut_replication)'s and listed with them by
+    /// [`replication_rules`](Self::replication_rules).
+    ///
+    /// [`TestkitError::Iptables`] without iptables and root;
+    /// [`TestkitError::Unsupported`] on an external cluster.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.drop_replies(0).await?;
+    /// // commands sent to node 0 now run, and their replies never arrive
+    /// cluster.restore_replies(0).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn drop_replies(&self, index: usize) -> Result<(), TestkitError> {
+        if self.backend() == Backend::External {
+            return Err(TestkitError::Unsupported("drop_replies"));
+        }
+        let port = self.node(index)?.info.port.to_string();
+        let tag = fault_tag(REPLIES, self.node(index)?.info.port);
+        tell_reaper(&format!("rule:{tag}"));
+        rules::insert(&[Rule::new("INPUT", &["-m", "tcp", "--sport", &port], &tag)]).await
+    }
+
+    /// Ends [`drop_replies`](Self::drop_replies) for the node `index` (nothing happens
+    /// when its rule is not there).
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// cluster.restore_replies(0).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn restore_replies(&self, index: usize) -> Result<(), TestkitError> {
+        if self.backend() == Backend::External {
+            return Err(TestkitError::Unsupported("restore_replies"));
+        }
+        let port = self.node(index)?.info.port;
+        rules::remove_tagged(&fault_tag(REPLIES, port)).await
+    }
+
     /// This process's [replication cut](Self::cut_replication) rules, as `iptables -S`
     /// prints them (none when no stream is cut). With
     /// [`partition_rules`](Self::partition_rules), what a test checks to know that no
@@ -153,8 +199,9 @@ impl TestCluster {
         if self.backend() == Backend::External {
             return Err(TestkitError::Unsupported("replication_rules"));
         }
-        let prefix = format!("{}-{REPL}-", rule_tag());
-        rules::listed(|c| c.starts_with(&prefix)).await
+        let cut = format!("{}-{REPL}-", rule_tag());
+        let replies = format!("{}-{REPLIES}-", rule_tag());
+        rules::listed(|c| c.starts_with(&cut) || c.starts_with(&replies)).await
     }
 
     /// A manual failover: `CLUSTER FAILOVER` on the replica `replica`, which takes over

@@ -441,7 +441,7 @@ async fn run() -> Result<(), BoxError> {
         .await?,
     ];
     let mine = (rows[0].rate + rows[4].rate) / 2.0;
-    let wide = vec![
+    let wide = [
         measured(
             &probe,
             "cluster-rwlock, 512 tasks",
