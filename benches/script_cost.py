@@ -34,8 +34,8 @@ FLOOR_ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local time = redis.call('TIME')
   local d = time[1] .. '000'
-  redis.call('HSET', KEYS[1], 's', '2 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 -',
-    'o:' .. ARGV[2], d .. ' w' .. ARGV[3] .. ':' .. d, 'w', ARGV[2])
+  redis.call('HSET', KEYS[1], 's', '3 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 -',
+    'o:' .. ARGV[2], 'w' .. ARGV[3] .. ':' .. d .. ':' .. d, 'w', ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return {1, d}
 end

@@ -179,6 +179,22 @@ impl LockClient {
         &self.inner.config
     }
 
+    /// Whether release messages ([`ReleaseMessage`](crate::ReleaseMessage)) go out with
+    /// `SPUBLISH` (servers of version 7 or later, clustered or not: subscribe with
+    /// `SSUBSCRIBE`, on the node that serves the lock's slot) rather than `PUBLISH`
+    /// (subscribe with `SUBSCRIBE`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let lock = client.rwlock("orders")?;
+    /// let command = if client.sharded_pubsub() { "SSUBSCRIBE" } else { "SUBSCRIBE" };
+    /// println!("{command} {}", lock.channel());
+    /// # Ok(()) }
+    /// ```
+    pub fn sharded_pubsub(&self) -> bool {
+        self.inner.cluster.sharded
+    }
+
     /// A cluster-aware fred client on the same servers, for diagnostics (do not touch the
     /// lock keys with it). It is connected on first use; the locks never use it: they go
     /// through connections of their own to each node.

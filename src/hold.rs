@@ -316,3 +316,18 @@ impl Drop for Hold {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_tokens_are_checked() {
+        assert!(check_owner("job-17").is_ok());
+        assert!(check_owner(&"x".repeat(256)).is_ok());
+        assert!(check_owner("").is_err());
+        assert!(check_owner(&"x".repeat(257)).is_err());
+        assert!(check_owner("a b").is_err());
+        assert!(check_owner("a\tb").is_err());
+    }
+}

@@ -78,11 +78,11 @@ pub(crate) struct Owned {
 }
 
 /// A lock key and an owner token.
-type Holder = (Arc<str>, Arc<str>);
+type LockOwner = (Arc<str>, Arc<str>);
 
 /// The holds of one client, by (key, owner).
 pub(crate) struct Keeper {
-    entries: Mutex<HashMap<Holder, Owned>>,
+    entries: Mutex<HashMap<LockOwner, Owned>>,
     pub lease: Duration,
     /// What is taken off the lease of every belief (see `LockConfig::clock_margin`).
     margin: Duration,
@@ -107,7 +107,7 @@ impl Keeper {
         }
     }
 
-    pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Holder, Owned>> {
+    pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<LockOwner, Owned>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -93,8 +93,9 @@
 //!   mode, chosen by name.
 //! - **Leases.** Every hold has a lease (default 30 s) measured by the server's clock and
 //!   renewed every lease/3 while the guard lives, by one task per client in one pipeline.
-//!   A holder that dies loses its holds after the lease; a lock whose holders all died
-//!   disappears by itself a minute later.
+//!   Each hold has its own lease: a process that dies loses its holds one lease later,
+//!   also under an explicit owner token that a live process renews for its own holds; a
+//!   lock whose holders all died disappears by itself a minute later.
 //! - **The holder is told first.** A hold counts as lost at `sent + lease - margin` by
 //!   the holder's monotonic clock, `sent` being when the request of its last confirmed
 //!   grant or renewal was sent (the server's deadline, its clock at execution plus the
@@ -102,7 +103,8 @@
 //!   renewal also runs at once when a slot moves). The margin
 //!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
 //!   clocks' steps and drift. Then [`WriteGuard::lost`] resolves, `is_lost()` is true and
-//!   `release()` returns [`Error::LockLost`].
+//!   `release()` returns [`Error::LockLost`]. A release sent again after a sending whose
+//!   reply never came returns `Ok` when it finds nothing: the first one released.
 //! - **Fencing.** Every grant carries a fence strictly greater than all fences granted
 //!   before for that name: the last fence + 1, or the server's time in microseconds when
 //!   higher. A free lock keeps its hash for a minute as a tombstone that remembers its
@@ -129,7 +131,7 @@
 //!   (`appendonly yes`), empty, and its replica resyncs to nothing. Every hold of its
 //!   slots is then forgotten while its holders believe in it. Run Redis masters with
 //!   the append-only file, or do not restart a failed master before the cluster failed
-//!   it over. (On Valkey 9.1 the file was measured not to be enough: see the README.)
+//!   it over.
 //! - **A lease is no substitute for a fence**: a holder paused longer than its lease (GC,
 //!   swap, a frozen VM) may act after another owner was granted the lock. Only the
 //!   resource can refuse it, by checking fences.
@@ -149,6 +151,37 @@
 //!   every master refuses commands (`CLUSTERDOWN`) between the failure detection and the
 //!   promotion, and lock calls wait for that window.
 //!
+//! # Metrics and tracing
+//! With the cargo feature `metrics`, through the `metrics` facade (install any
+//! recorder); with `tracing`, `tracing` events and spans. Without them, nothing is
+//! recorded and nothing is compiled in.
+//!
+//! ## Metrics
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `cluster_rwlock_grants_total` | counter | `mode` |
+//! | `cluster_rwlock_timeouts_total` | counter | `mode` |
+//! | `cluster_rwlock_handoffs_total` | counter | - (a release handed the lock to a waiting writer or upgrader) |
+//! | `cluster_rwlock_lost_total` | counter | - (holds whose lease was lost) |
+//! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
+//! | `cluster_rwlock_script_reloads_total` | counter | - |
+//! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
+//! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
+//! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |
+//! | `cluster_rwlock_hold_seconds` | histogram | `mode` |
+//! | `cluster_rwlock_held` | gauge | - (holds this process renews) |
+//! | `cluster_rwlock_waiting` | gauge | - (acquires waiting in this process) |
+//!
+//! Labels never carry the lock name (its cardinality is unbounded), unless
+//! [`LockConfig::metrics_lock_names`](crate::LockConfig::metrics_lock_names) is set: then
+//! the per-mode series get a `lock` label too.
+//!
+//! ## Tracing
+//! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
+//! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
+//! at `warn` for a lost lease, a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
+//! subscriber connection made again. Nothing above `debug` on the hot path.
+//!
 //! # Layout
 //! The hash layout and the scripts' rules are documented in [`scripts`].
 #![deny(missing_docs)]
@@ -163,6 +196,7 @@ mod hold;
 pub mod keys;
 mod lease;
 mod lock;
+mod message;
 mod mode;
 mod observe;
 mod renewal;
@@ -186,6 +220,7 @@ pub use config::{
 pub use error::{Error, Result};
 pub use lock::{Holder, LockState, RwLock};
 pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use message::ReleaseMessage;
 pub use mode::Mode;
 
 #[cfg(test)]

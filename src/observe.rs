@@ -2,31 +2,7 @@
 //! and metrics through the `metrics` facade (cargo feature `metrics`). Without the
 //! features every function here is empty and compiles away.
 //!
-//! # Metrics
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `cluster_rwlock_grants_total` | counter | `mode` |
-//! | `cluster_rwlock_timeouts_total` | counter | `mode` |
-//! | `cluster_rwlock_handoffs_total` | counter | - (a release handed the lock to a waiting writer or upgrader) |
-//! | `cluster_rwlock_lost_total` | counter | - (holds whose lease was lost) |
-//! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
-//! | `cluster_rwlock_script_reloads_total` | counter | - |
-//! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
-//! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
-//! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |
-//! | `cluster_rwlock_hold_seconds` | histogram | `mode` |
-//! | `cluster_rwlock_held` | gauge | - (holds this process renews) |
-//! | `cluster_rwlock_waiting` | gauge | - (acquires waiting in this process) |
-//!
-//! Labels never carry the lock name (its cardinality is unbounded), unless
-//! [`LockConfig::metrics_lock_names`](crate::LockConfig::metrics_lock_names) is set: then
-//! the per-mode series get a `lock` label too.
-//!
-//! # Tracing
-//! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
-//! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
-//! at `warn` for a lost lease, a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
-//! subscriber connection made again. Nothing above `debug` on the hot path.
+//! The metrics and events are listed on the crate page ("Metrics and tracing").
 
 #![cfg_attr(
     not(any(feature = "tracing", feature = "metrics")),

@@ -1,11 +1,7 @@
-//! Lease renewal: one task per client renews every held lock every lease/3, in one
-//! pipeline per node (one round trip per master, whatever the number of locks), and tells
-//! a holder when its lease is lost (see `lease`).
-//!
-//! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
-//! it), or when no renewal has succeeded for a whole lease by the local monotonic clock
-//! (counted from when the last successful renewal, or the grant, was SENT): from then on
-//! another owner may hold the lock, whatever Redis says later.
+//! Lease renewal: one task per client renews every held lock every lease/3, and at once
+//! when the slot map changes, in one pipeline per node (one round trip per master,
+//! whatever the number of locks). What it finds goes to the renewal book (`lease`),
+//! which says when a hold is lost.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -108,7 +108,7 @@ struct RunArgs {
     /// Exit 0 only if violations of this kind were found (a test of the checker).
     #[arg(long)]
     expect: Option<String>,
-    /// Where the history and verdict go (default target/nemesis/<config>-<seed>).
+    /// Where the history and verdict go (default `target/nemesis/<config>-<seed>`).
     #[arg(long)]
     out: Option<PathBuf>,
 }

@@ -22,6 +22,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::cluster::router::{Router, Routes};
 use crate::cluster::topology::Addr;
+use crate::message::ReleaseMessage;
 
 /// Who a release message lets proceed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,19 +38,14 @@ pub(crate) enum Wake {
 
 impl Wake {
     fn parse(payload: &str) -> Wake {
-        match payload {
-            "r" => Wake::Readers,
-            p if p.starts_with("g ") => {
-                let mut parts = p[2..].split(' ');
-                let granted = (|| {
-                    let owner = parts.next()?.to_string();
-                    let id = parts.next()?.parse().ok()?;
-                    let fence = parts.next()?.parse().ok()?;
-                    Some(Wake::Granted { owner, id, fence })
-                })();
-                // unreadable: let everyone look for themselves
-                granted.unwrap_or(Wake::Anyone)
-            }
+        match ReleaseMessage::parse(payload) {
+            ReleaseMessage::Readers => Wake::Readers,
+            ReleaseMessage::HandedOver { owner, hold, fence } => Wake::Granted {
+                owner,
+                id: hold,
+                fence,
+            },
+            // free, or unreadable: let everyone look for themselves
             _ => Wake::Anyone,
         }
     }

@@ -1,25 +1,5 @@
-//! The lock handle (the rules below are also on the crate page).
-//!
-//! # Ownership
-//! **Every acquire through a [`RwLock`] handle is a hold of its own**, which excludes
-//! every other writer, holds taken through clones or a shared `Arc` of the same handle
-//! included, as with `tokio::sync::RwLock`. Reentrancy is explicit, two ways:
-//! - from a guard: [`ReadGuard::read_again`], [`WriteGuard::write_again`] (and
-//!   `read_again` on every guard) take another hold as the same owner, granted at once;
-//!   each guard gives back its own hold;
-//! - by an explicit owner token ([`RwLock::with_owner`]): all holds of one explicit owner
-//!   are reentrant, in any task or process that uses the token.
-//!
-//! # Fairness
-//! - **Writer preference.** Once a writer waits, new readers (and upgradable readers)
-//!   wait too; writers are served first come, first served, and a release that frees the
-//!   lock hands it straight to the first queued writer.
-//! - **Upgradable reads.** At most one owner holds an upgradable read at a time; it shares
-//!   with plain readers and excludes writers. [`UpgradableReadGuard::upgrade`] waits for
-//!   the plain readers to leave; meanwhile new readers wait behind it as behind a queued
-//!   writer, and it becomes write before any queued writer, with a new, higher fence.
-//! - An owner that holds only read (or upgradable read) and asks for write through its
-//!   explicit owner token gets [`Error::UpgradeDeadlock`] at once: use an upgradable read.
+//! The lock handle. The rules it follows (ownership, reentrancy, fairness, upgradable
+//! reads) are stated once, on the crate page.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -85,7 +85,7 @@ use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::error::{Error, Result};
-pub use crate::mode::Mode;
+use crate::mode::Mode;
 
 mod reply;
 

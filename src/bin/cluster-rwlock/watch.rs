@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::LockClient;
+use cluster_rwlock::{LockClient, ReleaseMessage};
 use fred::prelude::*;
 
 use crate::args::{Cli, WatchArgs};
@@ -14,26 +14,6 @@ fn now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!("{}.{:03}", d.as_secs(), d.subsec_millis())
-}
-
-/// What a release message says (see the library's `scripts` docs).
-fn describe(msg: &str) -> String {
-    match msg {
-        "*" => "released: free, anyone may enter".into(),
-        "r" => "released: readers may enter".into(),
-        m => match m
-            .strip_prefix("g ")
-            .map(|r| r.split(' ').collect::<Vec<_>>())
-        {
-            Some(p) if p.len() == 3 => {
-                format!(
-                    "handed to waiting writer {} (hold {}, fence {})",
-                    p[0], p[1], p[2]
-                )
-            }
-            _ => format!("message {m:?}"),
-        },
-    }
 }
 
 pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
@@ -50,7 +30,9 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         }
         let s = Builder::from_config(config).build_subscriber_client()?;
         s.init().await?;
-        if client.redis().is_clustered() {
+        // as the library publishes: SPUBLISH on servers of version 7 or later, clustered
+        // or not
+        if client.sharded_pubsub() {
             s.ssubscribe(lock.channel()).await?;
         } else {
             s.subscribe(lock.channel()).await?;
@@ -85,7 +67,7 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
             } => {
                 if let Some(m) = m {
                     let text = m.value.as_string().unwrap_or_default();
-                    println!("{} {}", now(), describe(&text));
+                    println!("{} {}", now(), ReleaseMessage::parse(&text));
                 }
             }
         }
@@ -110,17 +92,4 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         let _ = s.quit().await;
     }
     0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_read_as_sentences() {
-        assert!(describe("*").contains("free"));
-        assert!(describe("r").contains("readers"));
-        assert!(describe("g job-1 5 77").contains("job-1"));
-        assert!(describe("g x").starts_with("message"));
-    }
 }

@@ -12,19 +12,12 @@
 
 use cluster_rwlock::testkit::TestCluster;
 
-#[path = "locks/b1.rs"]
 mod b1;
-#[path = "locks/b2.rs"]
 mod b2;
-#[path = "locks/b3.rs"]
 mod b3;
-#[path = "locks/b4.rs"]
 mod b4;
-#[path = "locks/b5.rs"]
 mod b5;
-#[path = "locks/common.rs"]
 mod common;
-#[path = "locks/scale.rs"]
 mod scale;
 
 use common::{arg, Bench, BoxError};

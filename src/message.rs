@@ -1,0 +1,132 @@
+//! The release messages: what a release publishes on a lock's channel
+//! ([`RwLock::channel`](crate::RwLock::channel)), read by the library's waiters and by
+//! anyone who watches a lock.
+
+use std::fmt;
+
+/// What a release message says: who may proceed. Releases publish only when someone
+/// waits (an uncontended release publishes nothing), with `SPUBLISH` when
+/// [`LockClient::sharded_pubsub`](crate::LockClient::sharded_pubsub) is true (subscribe
+/// with `SSUBSCRIBE` on the node that serves the lock's slot), else with `PUBLISH`.
+///
+/// ```
+/// use cluster_rwlock::ReleaseMessage;
+///
+/// assert_eq!(ReleaseMessage::parse("r"), ReleaseMessage::Readers);
+/// let m = ReleaseMessage::parse("g job-17 5 123");
+/// assert_eq!(
+///     m,
+///     ReleaseMessage::HandedOver { owner: "job-17".into(), hold: 5, fence: 123 }
+/// );
+/// assert_eq!(m.to_string(), "handed to waiting writer job-17 (hold 5, fence 123)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseMessage {
+    /// `*`: the lock is free and no writer is queued: anyone may try.
+    Free,
+    /// `r`: readers may enter (no writer holds or waits).
+    Readers,
+    /// `g <owner> <hold> <fence>`: the lock was handed to the first queued writer,
+    /// `owner`, as its hold `hold` with fence `fence`.
+    HandedOver {
+        /// The owner token of the writer.
+        owner: String,
+        /// The id of the hold the writer was given.
+        hold: u64,
+        /// Its fence.
+        fence: u64,
+    },
+    /// A payload this version does not read (waiters then look for themselves).
+    Unknown(String),
+}
+
+impl ReleaseMessage {
+    /// Reads a message's payload; never fails (see [`Unknown`](Self::Unknown)).
+    ///
+    /// ```
+    /// # use cluster_rwlock::ReleaseMessage;
+    /// assert_eq!(ReleaseMessage::parse("*"), ReleaseMessage::Free);
+    /// assert!(matches!(ReleaseMessage::parse("g x"), ReleaseMessage::Unknown(_)));
+    /// ```
+    pub fn parse(payload: &str) -> ReleaseMessage {
+        match payload {
+            "*" => ReleaseMessage::Free,
+            "r" => ReleaseMessage::Readers,
+            p => {
+                let granted = p.strip_prefix("g ").and_then(|rest| {
+                    let mut parts = rest.split(' ');
+                    let owner = parts.next().filter(|o| !o.is_empty())?.to_string();
+                    let hold = parts.next()?.parse().ok()?;
+                    let fence = parts.next()?.parse().ok()?;
+                    parts
+                        .next()
+                        .is_none()
+                        .then_some(ReleaseMessage::HandedOver { owner, hold, fence })
+                });
+                granted.unwrap_or_else(|| ReleaseMessage::Unknown(p.to_string()))
+            }
+        }
+    }
+}
+
+impl fmt::Display for ReleaseMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseMessage::Free => f.write_str("released: free, anyone may enter"),
+            ReleaseMessage::Readers => f.write_str("released: readers may enter"),
+            ReleaseMessage::HandedOver { owner, hold, fence } => write!(
+                f,
+                "handed to waiting writer {owner} (hold {hold}, fence {fence})"
+            ),
+            ReleaseMessage::Unknown(m) => write!(f, "message {m:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_payload_reads_as_a_message() {
+        assert_eq!(ReleaseMessage::parse("*"), ReleaseMessage::Free);
+        assert_eq!(ReleaseMessage::parse("r"), ReleaseMessage::Readers);
+        assert_eq!(
+            ReleaseMessage::parse("g job-17 5 123"),
+            ReleaseMessage::HandedOver {
+                owner: "job-17".into(),
+                hold: 5,
+                fence: 123
+            }
+        );
+        for bad in [
+            "",
+            "g",
+            "g x",
+            "g x 1",
+            "g x y 1",
+            "g  1 2",
+            "g a 1 2 3",
+            "?",
+        ] {
+            assert_eq!(
+                ReleaseMessage::parse(bad),
+                ReleaseMessage::Unknown(bad.into()),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn messages_read_as_sentences() {
+        assert!(ReleaseMessage::Free.to_string().contains("free"));
+        assert!(ReleaseMessage::Readers.to_string().contains("readers"));
+        assert!(ReleaseMessage::parse("g job-1 5 77")
+            .to_string()
+            .contains("job-1"));
+        assert!(ReleaseMessage::parse("g x")
+            .to_string()
+            .starts_with("message"));
+    }
+}
