@@ -361,3 +361,57 @@ async fn a_cancelled_upgrade_leaves_nothing_behind() {
     }
     assert_no_keys(cluster, &p).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_drops_a_sibling_hold_still_extends_its_own() {
+    use fred::prelude::HashesInterface;
+    let cluster = cluster().await;
+    let p = prefix("prunerenew");
+    let dead = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(1))).await;
+    let alive = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(6))).await;
+    let name = "nightly";
+    // a process of job-r takes a 1 s read hold and dies: its hold runs out first, and the
+    // live sibling's next renewal is the call that drops it from the owner's entry
+    let g = dead
+        .rwlock(name)
+        .unwrap()
+        .with_owner("job-r")
+        .read()
+        .await
+        .unwrap();
+    std::mem::forget(g);
+    dead.close().await;
+    let job = alive.rwlock(name).unwrap().with_owner("job-r");
+    let held = job.read().await.unwrap();
+    let began = std::time::Instant::now();
+    let wall_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    // the entry is read with HGET, not a script (a script would drop the expired hold
+    // itself); renewals every 2 s keep the live hold's deadline 4-6 s ahead
+    let mut least = i64::MAX;
+    while began.elapsed() < Duration::from_secs(7) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let entry: Option<String> = alive.redis().hget(job.key(), "o:job-r").await.unwrap();
+        let entry = entry.expect("the live hold's entry");
+        let latest = entry
+            .split_whitespace()
+            .filter_map(|h| h.rsplit(':').next()?.parse::<i64>().ok())
+            .max()
+            .expect("a deadline");
+        if began.elapsed() > Duration::from_millis(1_500) {
+            least = least.min(latest - wall_ms());
+        }
+    }
+    eprintln!("prunerenew: least lease left of the live hold after 1.5 s: {least} ms");
+    assert!(
+        least > 3_000,
+        "a renewal that dropped the dead hold did not extend the live one: {least} ms left"
+    );
+    assert!(!held.is_lost());
+    held.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}

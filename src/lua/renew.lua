@@ -1,5 +1,5 @@
 -- renew.lua: extends the leases of holds of several owners of one lock in one call: O(1)
--- per owner (its own entry, read in one HMGET and written in one HSET), so renewing n
+-- per owner (its own entry, read in one HMGET and written in finish's one HSET), so renewing n
 -- owners costs n, not n squared. The client sends at most a few hundred owners per call,
 -- so that no call holds the server for long. Only the holds named are renewed: another
 -- process under the same owner token renews its own, and the holds of one that died
@@ -29,14 +29,17 @@ local out = {}
 if #fields > 0 then
   local values = redis.call('HMGET', key, unpack(fields))
   local entries = {}
-  for i, v in ipairs(values) do
+  for i = 1, #fields do
+    -- what prune rewrote or dropped in this call (W) wins over what the hash holds: it
+    -- is written by finish(), after this script's own writes would be
+    local v = W[fields[i]]
+    if v == nil then v = values[i] end
     if v then
       local e = parse_owner(v)
       if e == nil then return {-4, fields[i]} end
       entries[i] = e
     end
   end
-  local set = {}
   for i = 1, #fields do
     local e = entries[i]
     if e == nil then
@@ -50,15 +53,11 @@ if #fields > 0 then
         end
       end
       if #ids > 0 then
-        set[#set + 1] = fields[i]
-        set[#set + 1] = format_owner(e)
+        put(fields[i], format_owner(e))
+        deadline_set(now + lease)
       end
       out[i] = table.concat(ids, ' ')
     end
-  end
-  if #set > 0 then
-    redis.call('HSET', key, unpack(set))
-    deadline_set(now + lease)
   end
 end
 finish()
