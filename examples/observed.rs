@@ -3,12 +3,12 @@
 //! every second (counters and histograms of that second; a real service would install a Prometheus or StatsD exporter instead of
 //! the debugging recorder used here). Starts its own six-node cluster.
 //!
-//! `cargo run --example observed --features metrics,tracing,testkit`
+//! `cargo run --example observed --features metrics,tracing`
 
 use std::time::Duration;
 
-use cluster_rwlock::testkit::TestCluster;
 use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock_testkit::TestCluster;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -1,8 +1,8 @@
 //! Reader and writer services coordinating on one shared resource through the lock.
 //!
 //! ```sh
-//! cargo run --example reader_writer --features testkit       # starts its own six-node cluster
-//! cargo run --example reader_writer --features testkit -- --url redis://127.0.0.1:7000 --seconds 20
+//! cargo run --example reader_writer       # starts its own six-node cluster
+//! cargo run --example reader_writer -- --url redis://127.0.0.1:7000 --seconds 20
 //! ```
 //!
 //! Each service has its own client (as separate processes would). Readers read the
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
 use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock_testkit::TestCluster;
 
 const READERS: usize = 5;
 const WRITERS: usize = 3;

@@ -119,7 +119,7 @@ impl Site {
             armed: true,
         };
         let outcome = self.attempt(&owner, ask, id, false, None).await;
-        leftovers.armed = matches!(outcome, Err(Error::Redis(_)));
+        leftovers.armed = matches!(outcome, Err(Error::Redis(_) | Error::Unavailable(_)));
         match outcome? {
             Outcome::Granted(hold) => Ok(Some(hold)),
             Outcome::Busy(_) => Ok(None),
@@ -204,7 +204,9 @@ impl Site {
                 // a failover or reconnect in progress, or a replica that is not in sync
                 // yet (restarted, catching up): try again while time is left (the grant
                 // the replicas did not confirm was undone)
-                Err(e @ (Error::Redis(_) | Error::NotReplicated { .. })) if deadline.is_some() => {
+                Err(
+                    e @ (Error::Redis(_) | Error::Unavailable(_) | Error::NotReplicated { .. }),
+                ) if deadline.is_some() => {
                     if matches!(e, Error::NotReplicated { .. }) {
                         // the undo of that grant runs in the background: a retry under
                         // the same id could be granted and then undone by it
@@ -258,9 +260,11 @@ impl Site {
                                 // gone again before it was confirmed: keep waiting
                                 Err(Error::LockLost) => {}
                                 // not confirmed (undone), or no answer: try again in time
-                                Err(Error::Redis(_) | Error::NotReplicated { .. })
-                                    if deadline.is_some() =>
-                                {
+                                Err(
+                                    Error::Redis(_)
+                                    | Error::Unavailable(_)
+                                    | Error::NotReplicated { .. },
+                                ) if deadline.is_some() => {
                                     // undone in the background (see `handed_over`): go on
                                     // under a new id, which that undo cannot touch
                                     id = inner.next_hold_id();

@@ -109,10 +109,7 @@ impl LockClient {
             tokio::time::timeout(config.command_timeout, scripts.load_all(client))
                 .await
                 .map_err(|_| {
-                    Error::Redis(fred::error::Error::new(
-                        fred::error::ErrorKind::Timeout,
-                        format!("{} did not load the scripts in time", node.addr),
-                    ))
+                    Error::Unavailable(format!("{} did not load the scripts in time", node.addr))
                 })??;
         }
         let diagnostics = Builder::from_config(config.to_fred()?)

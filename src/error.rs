@@ -24,6 +24,10 @@ pub enum Error {
     /// The configuration cannot work (a prefix with braces, a zero lease, a bad URL, ...).
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// An explicit owner token ([`RwLock::with_owner`](crate::RwLock::with_owner)) is
+    /// empty, longer than 256 bytes, or contains whitespace.
+    #[error("invalid owner token: {0}")]
+    InvalidOwner(String),
     /// The lock was not granted within the given time.
     #[error("the lock was not granted within {0:?}")]
     Timeout(Duration),
@@ -67,9 +71,68 @@ pub enum Error {
     /// The client was closed.
     #[error("the lock client is closed")]
     Closed,
-    /// An error from the Redis client (connection, authentication, permissions, ...).
+    /// A node did not answer within the time allowed (the command timeout, or the
+    /// caller's deadline), or could not be connected to in that time: it may be hung,
+    /// cut off or failing over. The command may or may not have run; the lock's own
+    /// calls are idempotent and are sent again where that is safe.
+    #[error("no answer in time: {0}")]
+    Unavailable(String),
+    /// An error that the Redis client or server reported (a refused connection, an
+    /// authentication or permission error, a cluster error, ...): the client's error is
+    /// kept as the [`source`](std::error::Error::source), and [`fred`](crate::fred) is
+    /// re-exported so that it can be inspected.
     #[error("redis: {0}")]
-    Redis(#[from] fred::error::Error),
+    Redis(#[source] fred::error::Error),
+}
+
+impl From<fred::error::Error> for Error {
+    fn from(e: fred::error::Error) -> Error {
+        Error::Redis(e)
+    }
+}
+
+impl Error {
+    /// Whether the same call may succeed if made again a little later, unchanged: no
+    /// answer in time, a connection or cluster error (a failover, a slot moving), a
+    /// grant the replicas did not confirm, or a lock held by others until the timeout.
+    /// Configuration, name, owner and layout errors, [`LockLost`](Error::LockLost) and
+    /// [`UpgradeDeadlock`](Error::UpgradeDeadlock) are not: the same call fails again.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = loop {
+    ///     match lock.write_timeout(Duration::from_secs(1)).await {
+    ///         Err(e) if e.is_retryable() => continue,
+    ///         other => break other?,
+    ///     }
+    /// };
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Timeout(_) | Error::Unavailable(_) | Error::NotReplicated { .. } => true,
+            Error::Redis(e) => redis_retryable(e),
+            _ => false,
+        }
+    }
+
+    /// Whether the server could not be reached or did not answer in time
+    /// ([`Unavailable`](Error::Unavailable), or a connection error of the Redis client).
+    ///
+    /// ```
+    /// let e = cluster_rwlock::Error::Unavailable("127.0.0.1:7001 did not answer in 1s".into());
+    /// assert!(e.is_unavailable() && e.is_retryable());
+    /// ```
+    pub fn is_unavailable(&self) -> bool {
+        use fred::error::ErrorKind as K;
+        match self {
+            Error::Unavailable(_) => true,
+            Error::Redis(e) => matches!(e.kind(), K::Timeout | K::IO | K::Canceled),
+            _ => false,
+        }
+    }
 }
 
 /// `Result` with this crate's [`Error`].
@@ -78,3 +141,63 @@ pub enum Error {
 /// fn check(name: &str) -> cluster_rwlock::Result<()> { Ok(()) }
 /// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors after which the same command may succeed on another node or a bit later.
+pub(crate) fn redis_retryable(e: &fred::error::Error) -> bool {
+    use fred::error::ErrorKind as K;
+    let d = e.details();
+    matches!(
+        e.kind(),
+        K::Timeout | K::IO | K::Canceled | K::Cluster | K::Backpressure
+    ) || [
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "READONLY",
+        "MASTERDOWN",
+        "LOADING",
+    ]
+    .iter()
+    .any(|p| d.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fred::error::{Error as FredError, ErrorKind};
+
+    #[test]
+    fn retryable_and_unavailable_errors_are_told_apart() {
+        let io = Error::from(FredError::new(ErrorKind::IO, "connection reset"));
+        assert!(io.is_retryable() && io.is_unavailable());
+        let moved = Error::from(FredError::new(ErrorKind::Cluster, "MOVED 1 x:1"));
+        assert!(moved.is_retryable() && !moved.is_unavailable());
+        let noperm = Error::from(FredError::new(ErrorKind::Auth, "NOPERM no rights"));
+        assert!(!noperm.is_retryable() && !noperm.is_unavailable());
+        let down = Error::from(FredError::new(ErrorKind::Unknown, "CLUSTERDOWN down"));
+        assert!(down.is_retryable());
+        assert!(Error::Unavailable("x:1 did not answer in 1s".into()).is_unavailable());
+        assert!(Error::Timeout(Duration::from_secs(1)).is_retryable());
+        assert!(Error::NotReplicated {
+            wanted: 1,
+            acked: 0
+        }
+        .is_retryable());
+        for e in [
+            Error::LockLost,
+            Error::UpgradeDeadlock,
+            Error::InvalidOwner("a b".into()),
+            Error::InvalidName(String::new()),
+            Error::Closed,
+        ] {
+            assert!(!e.is_retryable() && !e.is_unavailable(), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn the_redis_error_is_the_source() {
+        use std::error::Error as _;
+        let e = Error::from(FredError::new(ErrorKind::IO, "connection reset"));
+        let source = e.source().expect("a source");
+        assert!(source.to_string().contains("connection reset"), "{source}");
+    }
+}

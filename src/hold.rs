@@ -167,8 +167,8 @@ impl Site {
 /// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
 pub(crate) fn check_owner(owner: &str) -> Result<()> {
     if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
-        return Err(Error::InvalidConfig(format!(
-            "owner token {owner:?}: 1 to 256 bytes without whitespace"
+        return Err(Error::InvalidOwner(format!(
+            "{owner:?}: 1 to 256 bytes without whitespace"
         )));
     }
     Ok(())
@@ -325,7 +325,7 @@ mod tests {
     fn owner_tokens_are_checked() {
         assert!(check_owner("job-17").is_ok());
         assert!(check_owner(&"x".repeat(256)).is_ok());
-        assert!(check_owner("").is_err());
+        assert!(matches!(check_owner(""), Err(Error::InvalidOwner(_))));
         assert!(check_owner(&"x".repeat(257)).is_err());
         assert!(check_owner("a b").is_err());
         assert!(check_owner("a\tb").is_err());

@@ -204,14 +204,14 @@ pub mod scripts;
 mod shared;
 pub mod slot;
 
-#[cfg(feature = "testkit")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
-pub mod testkit;
-
 /// The README's examples, compiled as doctests.
-#[cfg(all(doctest, feature = "testkit"))]
+#[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The Redis client this crate is built on, for [`LockClient::redis`] and the source of
+/// [`Error::Redis`].
+pub use fred;
 
 pub use client::{ClientStats, LockClient};
 pub use config::{

@@ -40,37 +40,6 @@ pub fn hashtag(key: &[u8]) -> &[u8] {
     key
 }
 
-/// One range of a `CLUSTER SLOTS` reply: first slot, last slot, master host, master port.
-#[cfg(feature = "testkit")]
-pub(crate) type SlotRange = (u16, u16, String, u16);
-
-/// The ranges of a `CLUSTER SLOTS` reply, sorted; `None` when the reply is not one.
-#[cfg(feature = "testkit")]
-pub(crate) fn parse_cluster_slots(reply: fred::prelude::Value) -> Option<Vec<SlotRange>> {
-    use fred::prelude::Value;
-    let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());
-    let Value::Array(ranges) = reply else {
-        return None;
-    };
-    let mut out = Vec::with_capacity(ranges.len());
-    for range in ranges {
-        let Value::Array(parts) = range else {
-            return None;
-        };
-        let Some(Value::Array(master)) = parts.get(2) else {
-            return None;
-        };
-        out.push((
-            int(parts.first()?)?,
-            int(parts.get(1)?)?,
-            master.first()?.as_string()?,
-            int(master.get(1)?)?,
-        ));
-    }
-    out.sort();
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::{Backend, NodeInfo, TestCluster};
+use cluster_rwlock_testkit::{Backend, NodeInfo, TestCluster};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 

@@ -8,8 +8,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
 use cluster_rwlock::{Error, LockClient, LockConfig};
+use cluster_rwlock_testkit::TestCluster;
 use common::hung::{hung_master, Hang};
 use common::{assert_no_keys, locks_on, prefix};
 

@@ -8,8 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::{StartOptions, TestCluster};
 use cluster_rwlock::{Durability, Error, LockClient, LockConfig};
+use cluster_rwlock_testkit::{StartOptions, TestCluster};
 use common::{assert_no_keys, prefix};
 use fred::prelude::*;
 

@@ -2,7 +2,7 @@
 //! while a master is paused and unpaused midway. No overlap, no hang, flat client memory,
 //! and nothing left in Redis afterwards.
 //!
-//! 20 s by default; `SOAK_SECONDS=300 cargo test --features testkit --test soak -- --nocapture` for the long run.
+//! 20 s by default; `SOAK_SECONDS=300 cargo test --features cluster-tests --test soak -- --nocapture` for the long run.
 
 mod common;
 
@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::{rss_kib, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock_testkit::{rss_kib, TestCluster};
 use common::{assert_no_keys, prefix};
 
 const TASKS: usize = 64;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cluster_rwlock::testkit::{StartOptions, TestCluster, TestkitError};
+use cluster_rwlock_testkit::{StartOptions, TestCluster, TestkitError};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::testkit::rss_kib;
 use cluster_rwlock::LockClient;
+use cluster_rwlock_testkit::rss_kib;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 

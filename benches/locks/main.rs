@@ -10,7 +10,7 @@
 //! n seconds and scales the counts down (a smoke run). Prints one JSON line per result,
 //! then a Markdown table, and writes `target/bench/handoff.png`.
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock_testkit::TestCluster;
 
 mod b1;
 mod b2;

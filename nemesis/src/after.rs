@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::testkit::TestCluster;
 use cluster_rwlock::LockClient;
+use cluster_rwlock_testkit::TestCluster;
 use fred::interfaces::HashesInterface;
 
 use crate::history::{now, Event};

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock_testkit::TestCluster;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use cluster_rwlock::testkit::{StartOptions, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock_testkit::{StartOptions, TestCluster};
 
 use history::{now, Event};
 

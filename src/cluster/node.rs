@@ -79,9 +79,8 @@ impl Connector {
             Err(_) => {
                 let c = client.clone();
                 tokio::spawn(async move { c.quit().await });
-                Err(Error::Redis(fred::error::Error::new(
-                    fred::error::ErrorKind::Timeout,
-                    format!("could not connect to {addr} in time"),
+                Err(Error::Unavailable(format!(
+                    "could not connect to {addr} in time"
                 )))
             }
         }

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::cluster::node::{Connector, Node};
 use crate::cluster::topology::{self, Addr, SlotMap};
-use crate::error::{Error, Result};
+use crate::error::{redis_retryable as retryable, Error, Result};
 
 /// A command pending this long makes its node suspect.
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
@@ -275,9 +275,9 @@ impl Router {
                 r = send => Some(r),
                 moved = self.rerouted(slot, &node, &mut version, deadline) => {
                     if !moved {
-                        return Err(Error::Redis(fred::error::Error::new(
-                            fred::error::ErrorKind::Timeout,
-                            format!("{} did not answer in {budget:?}", node.addr),
+                        return Err(Error::Unavailable(format!(
+                            "{} did not answer in {budget:?}",
+                            node.addr
                         )));
                     }
                     None
@@ -374,22 +374,4 @@ impl Router {
             node.close(self.timeout);
         }
     }
-}
-
-/// Errors after which the same command may succeed on another node or a bit later.
-fn retryable(e: &fred::error::Error) -> bool {
-    use fred::error::ErrorKind as K;
-    let d = e.details();
-    matches!(
-        e.kind(),
-        K::Timeout | K::IO | K::Canceled | K::Cluster | K::Backpressure
-    ) || [
-        "CLUSTERDOWN",
-        "TRYAGAIN",
-        "READONLY",
-        "MASTERDOWN",
-        "LOADING",
-    ]
-    .iter()
-    .any(|p| d.starts_with(p))
 }

@@ -78,7 +78,7 @@ macro_rules! guard_common {
         /// Cancel safe: a hold granted for a dropped future is given back at once.
         ///
         /// # Errors
-        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Redis`] when the
+        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or [`Error::Redis`] when the
         /// lock's master cannot be reached in time.
         ///
         /// ```no_run
@@ -178,7 +178,7 @@ impl WriteGuard {
     /// hold that was already made expires after its lease.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease had been lost; [`Error::Redis`] when the lock's
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or [`Error::Redis`] when the lock's
     /// master cannot be reached in time (the write hold is then released).
     ///
     /// ```no_run
@@ -224,7 +224,7 @@ impl WriteGuard {
     /// Cancel safe: a hold granted for a dropped future is given back at once.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Redis`] when the
+    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or [`Error::Redis`] when the
     /// lock's master cannot be reached in time.
     ///
     /// ```no_run
@@ -277,7 +277,7 @@ impl UpgradableReadGuard {
     /// poll with [`try_upgrade`](Self::try_upgrade).
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease had been lost; [`Error::Redis`] when the lock's
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or [`Error::Redis`] when the lock's
     /// master cannot be reached within the command timeout; [`Error::NotReplicated`]
     /// with replica acks. The upgradable hold is released on error.
     ///

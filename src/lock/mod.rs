@@ -129,7 +129,7 @@ macro_rules! acquire_doc {
             "leaves no hold and no place in the writer queue behind; a grant that lands ",
             "for a dropped future is given back at once.\n\n",
             "# Errors\n",
-            "- [`Error::InvalidConfig`]: the explicit owner token is empty, longer than 256 ",
+            "- [`Error::InvalidOwner`]: the explicit owner token is empty, longer than 256 ",
             "bytes, or contains whitespace.\n",
             "- [`Error::UpgradeDeadlock`]: (explicit owners only) the owner holds read and ",
             "asks for write.\n",
@@ -138,9 +138,9 @@ macro_rules! acquire_doc {
             "- [`Error::NotReplicated`]: the replicas that could be promoted did not ",
             "acknowledge the grant in time (see [`Durability`](crate::Durability)); it was undone ",
             "(methods with a timeout try again until it runs out).\n",
-            "- [`Error::Redis`]: the lock's master could not be reached within the command ",
-            "timeout (methods with a timeout retry until it runs out); [`Error::Closed`]: ",
-            "the client was closed.\n",
+            "- [`Error::Unavailable`], [`Error::Redis`]: the lock's master did not answer ",
+            "within the command timeout, or the connection failed (methods with a timeout ",
+            "retry until it runs out); [`Error::Closed`]: the client was closed.\n",
         )
     };
     (timeout) => {
@@ -459,7 +459,7 @@ impl RwLock {
     ///
     /// # Errors
     /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
-    /// library; [`Error::Redis`] when its master cannot be reached in time.
+    /// library; [`Error::Unavailable`] or [`Error::Redis`] when its master cannot be reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::{NodeInfo, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig, RwLock};
+use cluster_rwlock_testkit::{NodeInfo, TestCluster};
 
 /// How a master is made to hang.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

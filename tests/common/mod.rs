@@ -5,8 +5,8 @@ pub mod hung;
 
 use std::time::Duration;
 
-use cluster_rwlock::testkit::{NodeInfo, TestCluster};
 use cluster_rwlock::{LockClient, LockConfig, RwLock};
+use cluster_rwlock_testkit::{NodeInfo, TestCluster};
 
 pub async fn cluster() -> &'static TestCluster {
     TestCluster::shared().await.expect("test cluster")

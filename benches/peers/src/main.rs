@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster_rwlock::slot::key_slot;
-use cluster_rwlock::testkit::TestCluster;
 use cluster_rwlock::{Durability, LockClient, LockConfig, DEFAULT_DURABILITY};
+use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 

@@ -8,8 +8,8 @@ use super::TestkitError;
 /// The server the nodes run.
 ///
 /// ```no_run
-/// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) {
-/// use cluster_rwlock::testkit::Server;
+/// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) {
+/// use cluster_rwlock_testkit::Server;
 /// if cluster.server() == Server::Valkey {
 ///     println!("running on Valkey {}", cluster.server_version());
 /// }
@@ -36,7 +36,7 @@ impl fmt::Display for Server {
 /// The image built by `scripts/valkey-image.sh`.
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::testkit::VALKEY_IMAGE, "cluster-rwlock/valkey:9.1");
+/// assert_eq!(cluster_rwlock_testkit::VALKEY_IMAGE, "cluster-rwlock/valkey:9.1");
 /// ```
 pub const VALKEY_IMAGE: &str = "cluster-rwlock/valkey:9.1";
 
@@ -44,7 +44,7 @@ impl Server {
     /// From `CLUSTER_SERVER` (`redis`, the default, or `valkey`).
     ///
     /// ```
-    /// let server = cluster_rwlock::testkit::Server::from_env();
+    /// let server = cluster_rwlock_testkit::Server::from_env();
     /// assert!(server.is_ok() || std::env::var("CLUSTER_SERVER").is_ok());
     /// ```
     pub fn from_env() -> Result<Server, TestkitError> {
@@ -73,11 +73,11 @@ impl Server {
     pub(super) fn image_script(self) -> (&'static str, &'static str) {
         match self {
             Server::Redis => (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-image.sh"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/redis-image.sh"),
                 "REDIS_IMAGE",
             ),
             Server::Valkey => (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/valkey-image.sh"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/valkey-image.sh"),
                 "VALKEY_IMAGE",
             ),
         }
@@ -93,7 +93,7 @@ impl Server {
                     .unwrap_or_else(|| {
                         PathBuf::from(concat!(
                             env!("CARGO_MANIFEST_DIR"),
-                            "/target/valkey/valkey-server"
+                            "/../target/valkey/valkey-server"
                         ))
                     });
                 if path.is_file() {

@@ -17,8 +17,8 @@ impl TestCluster {
     /// replica. Prints how long that took.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// let cluster = cluster_rwlock::testkit::TestCluster::start().await?;
+    /// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+    /// let cluster = cluster_rwlock_testkit::TestCluster::start().await?;
     /// println!("ready in {:?}", cluster.startup_time());
     /// # Ok(()) }
     /// ```
@@ -30,8 +30,8 @@ impl TestCluster {
     /// external cluster (`REDIS_CLUSTER_URL`) is attached to as it is, options aside.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// use cluster_rwlock::testkit::{StartOptions, TestCluster};
+    /// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+    /// use cluster_rwlock_testkit::{StartOptions, TestCluster};
     ///
     /// let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(true)).await?;
     /// cluster.skew_clock(2, -1000).await?;
@@ -46,8 +46,8 @@ impl TestCluster {
     /// [`start`](Self::start) their own.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// let cluster = cluster_rwlock::testkit::TestCluster::shared().await?;
+    /// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+    /// let cluster = cluster_rwlock_testkit::TestCluster::shared().await?;
     /// # Ok(()) }
     /// ```
     pub async fn shared() -> Result<&'static TestCluster, TestkitError> {

@@ -74,7 +74,7 @@ impl TestCluster {
     /// synced replica (for instance after [`restart`](Self::restart)).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.restart(0).await?;
     /// cluster.wait_ready(std::time::Duration::from_secs(30)).await?;
     /// # Ok(()) }
@@ -88,7 +88,7 @@ impl TestCluster {
     /// that is up (a replica was promoted).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let took = cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
     /// # Ok(()) }
     /// ```

@@ -8,7 +8,7 @@ impl TestCluster {
     /// The node that serves `slot` now, as an up node reports it (CLUSTER SLOTS).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let node = cluster.master_for_slot(1234).await?;
     /// # Ok(()) }
     /// ```
@@ -40,7 +40,7 @@ impl TestCluster {
     /// Every key matching `pattern` (a KEYS glob) on the masters that are up.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let left = cluster.keys_matching("rwlock:*").await?;
     /// # Ok(()) }
     /// ```
@@ -86,7 +86,7 @@ impl TestCluster {
     /// while (a hash with its summary `s` alone, which remembers the last fence).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// assert!(cluster.held_keys_matching("rwlock:*").await?.is_empty());
     /// # Ok(()) }
     /// ```
@@ -117,7 +117,7 @@ impl TestCluster {
     /// Runs a command on every node that is up (e.g. `ACL SETUSER`, which is per node).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.command_on_all("ACL", &["SETUSER", "app", "on", ">pw", "~*", "&*", "+@all"]).await?;
     /// # Ok(()) }
     /// ```
@@ -143,7 +143,7 @@ impl TestCluster {
     /// The replica that follows node `index` now.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let replica = cluster.replica_of(0).await?;
     /// # Ok(()) }
     /// ```

@@ -80,7 +80,7 @@ impl TestCluster {
     /// on an external cluster.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.cut_replication(0).await?;
     /// // writes to node 0 now never reach its replica
     /// cluster.restore_replication(0).await?;
@@ -128,7 +128,7 @@ impl TestCluster {
     /// are removed (nothing happens when there are none), so the stream flows again.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.restore_replication(0).await?;
     /// assert!(cluster.replication_rules().await?.is_empty());
     /// # Ok(()) }
@@ -152,7 +152,7 @@ impl TestCluster {
     /// [`TestkitError::Unsupported`] on an external cluster.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.drop_replies(0).await?;
     /// // commands sent to node 0 now run, and their replies never arrive
     /// cluster.restore_replies(0).await?;
@@ -172,7 +172,7 @@ impl TestCluster {
     /// when its rule is not there).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.restore_replies(0).await?;
     /// # Ok(()) }
     /// ```
@@ -190,7 +190,7 @@ impl TestCluster {
     /// fault of its is left.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// assert!(cluster.replication_rules().await?.is_empty());
     /// assert!(cluster.partition_rules().await?.is_empty());
     /// # Ok(()) }
@@ -214,7 +214,7 @@ impl TestCluster {
     /// say: a manual failover needs it).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let replica = cluster.replica_of(0).await?;
     /// cluster.failover(replica.index).await?;
     /// # Ok(()) }

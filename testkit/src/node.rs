@@ -15,7 +15,7 @@ use super::runtime;
 /// One node of the cluster.
 ///
 /// ```no_run
-/// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+/// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
 /// let node = cluster.nodes()[0].clone();
 /// cluster.kill(node.index).await?;
 /// # Ok(()) }

@@ -8,9 +8,9 @@ use super::Server;
 /// What went wrong while starting or driving the test cluster.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-/// match cluster_rwlock::testkit::TestCluster::start().await {
-///     Err(cluster_rwlock::testkit::TestkitError::DockerUnavailable(why)) => eprintln!("{why}"),
+/// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+/// match cluster_rwlock_testkit::TestCluster::start().await {
+///     Err(cluster_rwlock_testkit::TestkitError::DockerUnavailable(why)) => eprintln!("{why}"),
 ///     other => drop(other?),
 /// }
 /// # Ok(()) }
@@ -75,8 +75,8 @@ pub enum TestkitError {
 /// Which kind of nodes back a [`TestCluster`](super::TestCluster).
 ///
 /// ```no_run
-/// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
-/// if cluster.backend() == cluster_rwlock::testkit::Backend::External {
+/// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
+/// if cluster.backend() == cluster_rwlock_testkit::Backend::External {
 ///     return Ok(()); // no fault injection on a cluster we did not start
 /// }
 /// # Ok(()) }

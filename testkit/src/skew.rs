@@ -26,8 +26,8 @@ use super::{blocking, TestCluster, TestkitError};
 /// [`TestCluster::start`] does.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-/// use cluster_rwlock::testkit::{StartOptions, TestCluster};
+/// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+/// use cluster_rwlock_testkit::{StartOptions, TestCluster};
 ///
 /// let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(true)).await?;
 /// cluster.skew_clock(0, 1500).await?; // node 0 runs 1.5 s ahead
@@ -48,8 +48,8 @@ impl StartOptions {
     /// start-up (libfaketime issue #130), so glibc is preloaded after it.
     ///
     /// ```
-    /// let options = cluster_rwlock::testkit::StartOptions::default().skewable_clocks(true);
-    /// assert_ne!(options, cluster_rwlock::testkit::StartOptions::default());
+    /// let options = cluster_rwlock_testkit::StartOptions::default().skewable_clocks(true);
+    /// assert_ne!(options, cluster_rwlock_testkit::StartOptions::default());
     /// ```
     pub fn skewable_clocks(mut self, on: bool) -> Self {
         self.skewable_clocks = on;
@@ -128,8 +128,8 @@ impl TestCluster {
     /// [`StartOptions::skewable_clocks`].
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), cluster_rwlock::testkit::TestkitError> {
-    /// use cluster_rwlock::testkit::{StartOptions, TestCluster};
+    /// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
+    /// use cluster_rwlock_testkit::{StartOptions, TestCluster};
     ///
     /// let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(true)).await?;
     /// cluster.skew_clock(0, 2000).await?; // 2 s ahead

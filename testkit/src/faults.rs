@@ -14,7 +14,7 @@ impl TestCluster {
     /// MIGRATING, MIGRATE, SETSLOT NODE), as a resharding would.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.move_slot(42, 1).await?;
     /// # Ok(()) }
     /// ```
@@ -74,7 +74,7 @@ impl TestCluster {
     /// Kills node `index` at once (SIGKILL; the container stays, stopped).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.kill(0).await?;
     /// # Ok(()) }
     /// ```
@@ -104,7 +104,7 @@ impl TestCluster {
     /// answers nothing until [`unpause`](Self::unpause).
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.pause(0).await?;
     /// cluster.unpause(0).await?;
     /// # Ok(()) }
@@ -118,7 +118,7 @@ impl TestCluster {
     /// Resumes a paused node.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.unpause(0).await?;
     /// # Ok(()) }
     /// ```
@@ -165,7 +165,7 @@ impl TestCluster {
     /// comes back as that one's replica.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.restart(0).await?;
     /// # Ok(()) }
     /// ```
@@ -224,7 +224,7 @@ impl TestCluster {
     /// The last lines that node `index` logged.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// println!("{}", cluster.logs(0).await?);
     /// # Ok(()) }
     /// ```

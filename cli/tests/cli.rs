@@ -2,13 +2,15 @@
 //! to its command, its exit codes, mutual exclusion between two processes, a lost lease,
 //! `inspect --json` and `list`.
 
+// the library's test helpers (one copy for both crates)
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::testkit::TestCluster;
+use cluster_rwlock_testkit::TestCluster;
 use common::{client, cluster, locks_on, prefix};
 use fred::interfaces::KeysInterface;
 use serde_json::Value as Json;

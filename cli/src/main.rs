@@ -1,5 +1,6 @@
 //! `cluster-rwlock`: take a distributed read/write lock from the shell, and look at locks.
-//! Built with the cargo feature `cli`.
+//! The crate `cluster-rwlock-cli` (`cargo install cluster-rwlock-cli`): the library's
+//! build gains nothing from it.
 
 mod args;
 mod connect;
@@ -73,9 +74,9 @@ pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
     eprintln!("cluster-rwlock: {what}: {e}");
     match e {
         cluster_rwlock::Error::Timeout(_) => code::BUSY,
-        cluster_rwlock::Error::InvalidName(_) | cluster_rwlock::Error::InvalidConfig(_) => {
-            code::USAGE
-        }
+        cluster_rwlock::Error::InvalidName(_)
+        | cluster_rwlock::Error::InvalidConfig(_)
+        | cluster_rwlock::Error::InvalidOwner(_) => code::USAGE,
         cluster_rwlock::Error::LockLost => code::LOST,
         _ => code::UNAVAILABLE,
     }

@@ -103,7 +103,7 @@ impl TestCluster {
     /// [`TestkitError::Unsupported`] on an external cluster.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.partition(0).await?;
     /// cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
     /// cluster.heal(0).await?;
@@ -141,7 +141,7 @@ impl TestCluster {
     /// that replaced it. A [replication cut](Self::cut_replication) is left as it is.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.heal(0).await?;
     /// # Ok(()) }
     /// ```
@@ -167,7 +167,7 @@ impl TestCluster {
     /// [`replication_rules`](Self::replication_rules) lists the replication cuts.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.partition(0).await?;
     /// assert_eq!(cluster.partition_rules().await?.len(), 3);
     /// cluster.heal(0).await?;

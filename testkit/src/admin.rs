@@ -107,7 +107,7 @@ pub(crate) async fn cluster_state_ok(port: u16) -> bool {
 /// `(first slot, last slot, master port)` for every range, from CLUSTER SLOTS.
 pub(crate) async fn slot_ranges(port: u16) -> Result<Vec<(u16, u16, u16)>, TestkitError> {
     let reply = call(port, "CLUSTER", vec!["SLOTS".into()]).await?;
-    let ranges = crate::slot::parse_cluster_slots(reply).ok_or_else(|| {
+    let ranges = parse_cluster_slots(reply).ok_or_else(|| {
         TestkitError::Command(format!("CLUSTER SLOTS on port {port}: unexpected reply"))
     })?;
     Ok(ranges.into_iter().map(|(a, b, _, p)| (a, b, p)).collect())
@@ -116,4 +116,33 @@ pub(crate) async fn slot_ranges(port: u16) -> Result<Vec<(u16, u16, u16)>, Testk
 /// Whether the replica at `port` has finished its sync with its master.
 pub(crate) async fn replica_synced(port: u16) -> bool {
     matches!(text(port, "INFO", &["replication"]).await, Ok(info) if info.contains("master_link_status:up"))
+}
+
+/// One range of a `CLUSTER SLOTS` reply: first slot, last slot, master host, master port.
+pub(crate) type SlotRange = (u16, u16, String, u16);
+
+/// The ranges of a `CLUSTER SLOTS` reply, sorted; `None` when the reply is not one.
+pub(crate) fn parse_cluster_slots(reply: fred::prelude::Value) -> Option<Vec<SlotRange>> {
+    use fred::prelude::Value;
+    let int = |v: &Value| v.as_i64().and_then(|i| u16::try_from(i).ok());
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    let mut out = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let Value::Array(parts) = range else {
+            return None;
+        };
+        let Some(Value::Array(master)) = parts.get(2) else {
+            return None;
+        };
+        out.push((
+            int(parts.first()?)?,
+            int(parts.get(1)?)?,
+            master.first()?.as_string()?,
+            int(master.get(1)?)?,
+        ));
+    }
+    out.sort();
+    Some(out)
 }

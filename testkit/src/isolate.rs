@@ -39,7 +39,7 @@ impl TestCluster {
     /// [`TestkitError::Unsupported`] on an external cluster.
     ///
     /// ```no_run
-    /// # async fn demo(cluster: &cluster_rwlock::testkit::TestCluster) -> Result<(), cluster_rwlock::testkit::TestkitError> {
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// cluster.isolate(0).await?;
     /// cluster.wait_for_failover(std::time::Duration::from_secs(30)).await?;
     /// cluster.heal(0).await?;
