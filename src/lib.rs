@@ -219,7 +219,7 @@ pub use config::{
 };
 pub use error::{Error, Result};
 pub use lock::{Holder, LockState, RwLock};
-pub use lock::{ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use lock::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use message::ReleaseMessage;
 pub use mode::Mode;
 
@@ -237,6 +237,7 @@ mod tests {
         send_sync::<ReadGuard>();
         send_sync::<WriteGuard>();
         send_sync::<UpgradableReadGuard>();
+        send_sync::<AnyGuard>();
         send_sync::<LockState>();
         send_sync::<LockConfig>();
         send_sync::<Error>();

@@ -3,46 +3,17 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, ReadGuard, RwLock, WriteGuard};
+use cluster_rwlock::{AnyGuard as Guard, LockClient, RwLock};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::{OnLost, RunArgs};
 use crate::{code, fail};
 
-/// A read or write guard.
-enum Guard {
-    Read(ReadGuard),
-    Write(WriteGuard),
-}
-
-impl Guard {
-    fn fence(&self) -> u64 {
-        match self {
-            Guard::Read(g) => g.fence(),
-            Guard::Write(g) => g.fence(),
-        }
-    }
-
-    async fn lost(&self) {
-        match self {
-            Guard::Read(g) => g.lost().await,
-            Guard::Write(g) => g.lost().await,
-        }
-    }
-
-    async fn release(self) -> cluster_rwlock::Result<()> {
-        match self {
-            Guard::Read(g) => g.release().await,
-            Guard::Write(g) => g.release().await,
-        }
-    }
-}
-
 async fn acquire(lock: &RwLock, a: &RunArgs) -> Result<Option<Guard>, i32> {
     let got = match (a.write, a.timeout) {
-        (true, Some(t)) if t.is_zero() => lock.try_write().await.map(|g| g.map(Guard::Write)),
-        (false, Some(t)) if t.is_zero() => lock.try_read().await.map(|g| g.map(Guard::Read)),
+        (true, Some(t)) if t.is_zero() => lock.try_write().await.map(|g| g.map(Guard::from)),
+        (false, Some(t)) if t.is_zero() => lock.try_read().await.map(|g| g.map(Guard::from)),
         (true, Some(t)) => lock.write_timeout(t).await.map(|g| Some(Guard::Write(g))),
         (false, Some(t)) => lock.read_timeout(t).await.map(|g| Some(Guard::Read(g))),
         (true, None) => lock.write().await.map(|g| Some(Guard::Write(g))),

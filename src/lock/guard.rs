@@ -362,6 +362,154 @@ impl UpgradableReadGuard {
     }
 }
 
+/// Any of the three guards, for code that picks the mode at run time (a command line
+/// flag, a setting): the methods every guard has, and [`mode`](Self::mode). Made with
+/// `From` of each guard.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock, exclusive: bool) -> cluster_rwlock::Result<()> {
+/// use cluster_rwlock::AnyGuard;
+/// let guard: AnyGuard = if exclusive {
+///     lock.write().await?.into()
+/// } else {
+///     lock.read().await?.into()
+/// };
+/// println!("{:?} under fence {}", guard.mode(), guard.fence());
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lease lost"),
+///     _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the lock is released at once (in the background)"]
+#[derive(Debug)]
+pub enum AnyGuard {
+    /// A read hold.
+    Read(ReadGuard),
+    /// A write hold.
+    Write(WriteGuard),
+    /// An upgradable read hold.
+    Upgradable(UpgradableReadGuard),
+}
+
+macro_rules! each {
+    ($self:expr, $g:ident => $e:expr) => {
+        match $self {
+            AnyGuard::Read($g) => $e,
+            AnyGuard::Write($g) => $e,
+            AnyGuard::Upgradable($g) => $e,
+        }
+    };
+}
+
+impl AnyGuard {
+    /// The mode of the hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.write().await?);
+    /// assert_eq!(guard.mode(), cluster_rwlock::Mode::Write);
+    /// # Ok(()) }
+    /// ```
+    pub fn mode(&self) -> Mode {
+        match self {
+            AnyGuard::Read(_) => Mode::Read,
+            AnyGuard::Write(_) => Mode::Write,
+            AnyGuard::Upgradable(_) => Mode::Upgradable,
+        }
+    }
+
+    /// As [`WriteGuard::fence`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
+    /// println!("fence {}", guard.fence());
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> u64 {
+        each!(self, g => g.fence())
+    }
+
+    /// As [`WriteGuard::is_lost`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        each!(self, g => g.is_lost())
+    }
+
+    /// As [`WriteGuard::lost`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
+    /// guard.lost().await; // resolves only when the lease is lost
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        each!(self, g => g.lost().await)
+    }
+
+    /// As [`WriteGuard::owner`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
+    /// println!("held as {}", guard.owner());
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> &str {
+        each!(self, g => g.owner())
+    }
+
+    /// As [`WriteGuard::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
+    /// assert_eq!(guard.lock().name(), lock.name());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> &RwLock {
+        each!(self, g => g.lock())
+    }
+
+    /// As [`WriteGuard::release`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// cluster_rwlock::AnyGuard::from(lock.read().await?).release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(self) -> Result<()> {
+        each!(self, g => g.release().await)
+    }
+}
+
+impl From<ReadGuard> for AnyGuard {
+    fn from(g: ReadGuard) -> AnyGuard {
+        AnyGuard::Read(g)
+    }
+}
+
+impl From<WriteGuard> for AnyGuard {
+    fn from(g: WriteGuard) -> AnyGuard {
+        AnyGuard::Write(g)
+    }
+}
+
+impl From<UpgradableReadGuard> for AnyGuard {
+    fn from(g: UpgradableReadGuard) -> AnyGuard {
+        AnyGuard::Upgradable(g)
+    }
+}
+
 macro_rules! guard_debug {
     ($t:ty) => {
         impl std::fmt::Debug for $t {

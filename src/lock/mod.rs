@@ -6,7 +6,7 @@ use std::time::Duration;
 
 mod guard;
 
-pub use guard::{ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use guard::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
 
 use crate::acquire::Ask;
 use crate::error::Result;
