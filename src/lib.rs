@@ -218,8 +218,8 @@ pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };
 pub use error::{Error, Result};
-pub use lock::{Holder, LockState, RwLock};
 pub use lock::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use lock::{Holder, LockState, RwLock};
 pub use message::ReleaseMessage;
 pub use mode::Mode;
 

@@ -11,22 +11,17 @@
 --   {-3, type}   the key holds another type (nothing is touched; see head.lua)
 --   {-4, field}  the hash is of another layout, or has a malformed field (nothing is
 --                touched: every field a script reads is checked before it writes)
--- The summary, kept up to date by every script, in one field 's':
---   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>' ('-' for none), and 'w':
---   fence  the last fence granted          held    owners that hold (any mode)
---   dl, du bounds of the earliest and latest deadline of any hold (server ms)
---   qh, qt queue head ticket, next ticket  rw      readers wait until then
---   writer ('w') the owner that holds write
---   upgrader ('u') '<owner>', the owner of the upgradable hold, or '<owner> <id> <lease>'
---            while it waits to upgrade: hold <id> is to be granted write as soon as it
---            is the only owner that holds
+-- The summary 's' (see layout.lua), kept up to date by every script, and 'w', the owner
+-- that holds write; 'u', '<owner>' of the upgradable hold, or '<owner> <id> <lease>'
+-- while it waits to upgrade: hold <id> is to be granted write as soon as it is the only
+-- owner that holds.
 local existed = S[1] ~= false
 local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
 if not existed then
   -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
   if S[2] or S[3] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
 else
-  local lv, f, n, a, b, h, q, r = string.match(S[1], '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+)$')
+  local lv, f, n, a, b, h, q, r = string.match(S[1], SUMMARY)
   if lv ~= LAYOUT then return {-4, 's'} end
   -- the optional numbers: digits, or '-' for none
   for _, v in ipairs({f, a, r}) do
@@ -68,13 +63,7 @@ local function put(f, v) W[f] = v end
 local function del(f) W[f] = false end
 
 -- the server's time
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-
--- integers stay exact below 2^53; '%d' keeps them out of exponent notation (and costs
--- far less than a float's '%.0f')
-local function fmt(n) return string.format('%d', n) end
+local now, now_us = server_time()
 
 -- An owner's entry 'o:<owner>' = '<hold> <hold> ...', a hold being
 -- '<r|w|u><id>:<fence>:<deadline-ms>' (read, write, upgradable read). Each hold has its
@@ -85,7 +74,7 @@ local function fmt(n) return string.format('%d', n) end
 local function parse_owner(v)
   local e = {holds = {}}
   for tok in string.gmatch(v, '%S+') do
-    local m, id, fe, d = string.match(tok, '^([rwu])(%d+):(%d+):(%d+)$')
+    local m, id, fe, d = string.match(tok, HOLD)
     if m == nil then return nil end
     e.holds[#e.holds + 1] = {m, id, fe, tonumber(d)}
   end
@@ -95,7 +84,7 @@ end
 
 local function format_owner(e)
   local parts = {}
-  for _, h in ipairs(e.holds) do parts[#parts + 1] = h[1] .. h[2] .. ':' .. h[3] .. ':' .. fmt(h[4]) end
+  for _, h in ipairs(e.holds) do parts[#parts + 1] = format_hold(h[1], h[2], h[3], h[4]) end
   return table.concat(parts, ' ')
 end
 
@@ -214,13 +203,10 @@ local function dequeue(o, q)
   if q.ticket == qh then qh = qh + 1 end
 end
 
--- a fence above every one granted before: the counter + 1, or server time in
--- microseconds when that is higher (a hash made afresh once its tombstone expired)
+-- the fence of a grant now (see fence_after)
 local function next_fence()
-  local f = now_us
-  if fence ~= nil and fence + 1 > f then f = fence + 1 end
-  fence = f
-  return fmt(f)
+  fence = fence_after(fence, now_us)
+  return fmt(fence)
 end
 
 -- A call sent again finds the hold `h` its first sending granted: its deadline is set
@@ -324,7 +310,10 @@ local function finish()
   end
   -- nothing left (held = 0, an empty queue, no waiting reader): the hash stays as a
   -- tombstone, the summary alone, for FENCE_MEMORY: the next fence is above its own
-  -- (a call that found no hash and left nothing writes nothing)
+  -- (a call that found no hash and left nothing writes nothing). Nothing has a deadline
+  -- then: the bounds say so, as fast_release writes them, so that the next acquire
+  -- takes the fast path and the key's TTL is FENCE_MEMORY from now.
+  if held == 0 and qh >= qt and rw == nil then dl, du = nil, 0 end
   if existed or held > 0 or qh < qt or rw ~= nil then
     local set, dels = {}, {}
     for f, v in pairs(W) do
@@ -335,9 +324,7 @@ local function finish()
         dels[#dels + 1] = f
       end
     end
-    local function opt(n) if n == nil then return '-' end return fmt(n) end
-    local summary = LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
-      .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
+    local summary = format_summary(fence, held, dl, du, qh, qt, rw)
     if summary ~= before_s then
       set[#set + 1] = 's'
       set[#set + 1] = summary

@@ -87,6 +87,8 @@ use fred::types::{ClusterHash, CustomCommand};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
+#[cfg(all(test, feature = "cluster-tests"))]
+mod paths;
 mod reply;
 
 use reply::{attempt, code, count, int, number, parse_renew, status, text};
@@ -284,6 +286,17 @@ impl Scripts {
             renew: script(publish, lua!("renew.lua", 0)),
             withdraw: script(publish, lua!("withdraw.lua", 1)),
             state: script(publish, lua!("state.lua", 0)),
+        }
+    }
+
+    /// The same scripts without their fast paths: the general path alone, for the test
+    /// that both paths leave the same hash.
+    #[cfg(test)]
+    fn general_only(publish: &str) -> Scripts {
+        Scripts {
+            acquire: script(publish, lua!("acquire.lua", 2)),
+            release: script(publish, lua!("release.lua", 1)),
+            ..Scripts::new(publish)
         }
     }
 
@@ -545,6 +558,9 @@ impl Scripts {
             self.run(client, counters, &self.state, t, Vec::new())
                 .await?,
         )?;
+        if code(&parts)? != 1 {
+            return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
+        }
         let fence = match parts.get(1).map(text).transpose()? {
             Some(s) if !s.is_empty() => Some(
                 s.parse()

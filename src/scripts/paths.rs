@@ -1,0 +1,140 @@
+//! The fast paths (`fast_acquire.lua`, `fast_release.lua`) and the general path
+//! (`lib.lua` with `acquire.lua` / `release.lua`) leave the same hash: the same fields,
+//! the same values but for the clock's digits, and the same TTL. On the test bed's
+//! cluster (cargo feature `cluster-tests`).
+
+use std::collections::BTreeMap;
+
+use cluster_rwlock_testkit::TestCluster;
+use fred::prelude::*;
+
+use super::{Attempt, Counters, Intent, Scripts, Target};
+use crate::mode::Mode;
+
+const LEASE_MS: u64 = 30_000;
+
+/// A value with every run of 10 or more digits (fences and deadlines: the server's
+/// clock) replaced by `#`.
+fn clockless(v: &str) -> String {
+    let mut out = String::new();
+    let mut digits = String::new();
+    for c in v.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        out.push_str(if digits.len() >= 10 { "#" } else { &digits });
+        digits.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+/// The hash at `key`, values without the clock's digits, and its TTL.
+async fn snapshot(node: &Client, key: &str) -> (BTreeMap<String, String>, i64) {
+    let fields: std::collections::HashMap<String, String> = node.hgetall(key).await.unwrap();
+    let ttl: i64 = node.pttl(key).await.unwrap();
+    let fields = fields
+        .into_iter()
+        .map(|(f, v)| (f, clockless(&v)))
+        .collect();
+    (fields, ttl)
+}
+
+/// Runs the same steps with both script sets on two keys of one slot and compares the
+/// hashes after each step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_and_general_paths_leave_the_same_hash() {
+    let cluster = TestCluster::shared().await.expect("test cluster");
+    let prefix = format!(
+        "t-paths-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let (fast_key, general_key) = (
+        format!("{prefix}:{{paths}}:fast"),
+        format!("{prefix}:{{paths}}:general"),
+    );
+    let slot = crate::slot::key_slot(fast_key.as_bytes());
+    let master = cluster.master_for_slot(slot).await.unwrap();
+    let node = Builder::from_config(Config::from_url(&master.url).unwrap())
+        .build()
+        .unwrap();
+    node.init().await.unwrap();
+    let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
+    fast.load_all(&node).await.unwrap();
+    general.load_all(&node).await.unwrap();
+    let counters = Counters::default();
+    let target = |key| Target { key, confirm: None };
+
+    let mut hold = 0;
+    for (step, mode) in [Mode::Write, Mode::Read, Mode::Upgradable, Mode::Write]
+        .into_iter()
+        .enumerate()
+    {
+        hold += 1;
+        // a grant on a free lock (no hash at first, then the tombstone of the release)
+        for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
+            let a = scripts
+                .acquire(
+                    &node,
+                    &counters,
+                    &target(key),
+                    mode,
+                    "owner-1",
+                    hold,
+                    LEASE_MS,
+                    Intent::Wait,
+                )
+                .await
+                .unwrap();
+            assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
+        }
+        let (f, g) = (
+            snapshot(&node, &fast_key).await,
+            snapshot(&node, &general_key).await,
+        );
+        eprintln!("paths: step {step}, {mode:?} granted: fast {f:?}, general {g:?}");
+        assert_eq!(f.0, g.0, "step {step}: the grant's hash");
+        assert!(
+            (f.1 - g.1).abs() < 1_000,
+            "step {step}: TTLs {} and {}",
+            f.1,
+            g.1
+        );
+
+        // the release of the only hold: the tombstone
+        for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
+            let released = scripts
+                .release(&node, &counters, &target(key), "owner-1", hold)
+                .await
+                .unwrap();
+            assert!(released, "{key}");
+        }
+        let (f, g) = (
+            snapshot(&node, &fast_key).await,
+            snapshot(&node, &general_key).await,
+        );
+        eprintln!("paths: step {step}, released: fast {f:?}, general {g:?}");
+        assert_eq!(f.0, g.0, "step {step}: the tombstone");
+        assert_eq!(f.0.len(), 1, "step {step}: the summary alone: {f:?}");
+        assert!(
+            (f.1 - g.1).abs() < 1_000,
+            "step {step}: TTLs {} and {}",
+            f.1,
+            g.1
+        );
+    }
+    let _: i64 = node.del(vec![fast_key, general_key]).await.unwrap();
+    let _ = node.quit().await;
+}
+
+#[test]
+fn clock_digits_are_masked() {
+    assert_eq!(
+        clockless("3 1764000000123456 1 1764000030123 1764000030123 0 0 -"),
+        "3 # 1 # # 0 0 -"
+    );
+    assert_eq!(clockless("w12:1764000000123456:1764000030123"), "w12:#:#");
+    assert_eq!(clockless("owner-1"), "owner-1");
+}
