@@ -13,31 +13,37 @@ if ARGV[5] ~= '2' then
   -- the lease as the client sends it, digits only: PEXPIRE takes a string as it is
   local m, lease = ARGV[1], ARGV[4]
   local s = redis.pcall('HGET', KEYS[1], 's')
-  local last, qh, qt = nil, 0, 0
+  local last, qh, qt = nil, '0', '0'
   local free = false
   if s == false then
     free = redis.call('EXISTS', KEYS[1]) == 0
   elseif type(s) == 'string' then
-    -- a tombstone: nobody holds (0), no deadline ('-'), the queue empty, no reader waits
-    local layout, f, n, a, _, h, t, r = string.match(s, SUMMARY)
-    if layout == LAYOUT and n == '0' and a == '-' and h == t and r == '-' and string.find(f, '^%d+$') then
-      free, last, qh, qt = true, tonumber(f), tonumber(h), tonumber(t)
+    -- a tombstone with an empty queue
+    local f, h, t = string.match(s, TOMBSTONE)
+    if f and h == t then
+      free, last, qh, qt = true, tonumber(f), h, t
     end
   end
   if free and (m == 'r' or m == 'w' or m == 'u') and lease and string.find(lease, '^[1-9]%d*$') then
-    local now, now_us = server_time()
-    local fence = fmt(fence_after(last, now_us))
-    local deadline = now + tonumber(lease)
+    local time = redis.call('TIME')
+    local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    -- the fence: above the tombstone's, and at least server time in µs (fence_after in
+    -- lib.lua, written out)
+    local f = now_us
+    if last ~= nil and last + 1 > f then f = last + 1 end
+    local fence = string.format('%d', f)
+    local deadline = string.format('%d', math.floor(now_us / 1000) + tonumber(lease))
     -- summary: one owner, both deadline bounds on its hold, the queue as it was (empty),
     -- no waiting readers; the owner's entry with its one hold; 'w' or 'u' for that mode
-    local summary = format_summary(tonumber(fence), 1, deadline, deadline, qh, qt, nil)
-    local entry = format_hold(m, ARGV[3], fence, deadline)
+    -- (format_summary and format_hold in lib.lua, written out)
+    local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. deadline .. ' ' .. deadline .. ' ' .. qh .. ' ' .. qt .. ' -'
+    local entry = m .. ARGV[3] .. ':' .. fence .. ':' .. deadline
     if m == 'r' then
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry)
     else
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry, m, ARGV[2])
     end
-    redis.call('PEXPIRE', KEYS[1], fmt(tonumber(lease) + FENCE_MEMORY))
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', tonumber(lease) + FENCE_MEMORY))
     return {1, fence}
   end
 end

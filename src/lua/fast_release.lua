@@ -12,18 +12,17 @@
 --   {1}   released; otherwise falls through
 local F = redis.pcall('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
 if F[1] and F[2] then
-  local layout, fence, n, dl, _, qh, qt, rw = string.match(F[1], SUMMARY)
-  local m, id = string.match(F[2], HOLD)
-  -- one owner holds ('1'); the queue head equals its tail; no reader waits ('-'); the
-  -- caller's entry has exactly one hold, and it is the one given back
-  if layout == LAYOUT and n == '1' and qh == qt and rw == '-' and id == ARGV[2]
-    and string.find(fence, '^%d+$') and string.find(dl, '^%d+$') then
+  -- one owner holds, no reader waits; the queue head equals its tail; the caller's entry
+  -- has exactly one hold, and it is the one given back
+  local fence, dl, qh, qt = string.match(F[1], ONE_OWNER)
+  if fence and qh == qt and string.match(F[2], SOLE_HOLD) == ARGV[2] then
     -- before the earliest-deadline bound, no entry has expired: the caller is the one
     -- owner, and no other entry needs pruning first
-    local now = server_time()
-    if now < tonumber(dl) then
+    local time = redis.call('TIME')
+    if tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) < tonumber(dl) then
       redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1], 'w', 'u')
-      redis.call('HSET', KEYS[1], 's', format_summary(tonumber(fence), 0, nil, 0, tonumber(qh), tonumber(qt), nil))
+      -- the tombstone summary (format_summary in lib.lua, written out)
+      redis.call('HSET', KEYS[1], 's', LAYOUT .. ' ' .. fence .. ' 0 - 0 ' .. qh .. ' ' .. qt .. ' -')
       redis.call('PEXPIRE', KEYS[1], FENCE_MEMORY)
       return {1}
     end

@@ -1,7 +1,9 @@
 -- layout.lua: the vocabulary of the hash layout, the first part of every lock script
 -- after the two lines the client adds (PUBLISH and OWNER_ARG), before the fast paths and
--- lib.lua, which use it: the layout version, the server's clock, fences, the summary and
--- a hold, each defined once here (see the `scripts` module docs for the layout).
+-- lib.lua, which use it: the layout version, the reply codes, and the patterns of the
+-- summary and of a hold, each defined once here (see the `scripts` module docs for the
+-- layout). Only constants: the fast paths run next, and every statement run before them
+-- costs each call (the functions that write these encodings open lib.lua).
 
 -- The version of the hash layout this code reads and writes; a hash of another layout is
 -- never taken for this one.
@@ -18,36 +20,19 @@ local FENCE_MEMORY = 60000
 -- hash is of another layout or has a malformed field. Each script's header lists the
 -- codes it returns.
 
--- Integers as digits: exact below 2^53, never in exponent notation ('%d' also costs far
--- less than a float's '%.0f').
-local function fmt(n) return string.format('%d', n) end
-
--- The server's clock, read once per call: now in ms and in µs.
-local function server_time()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), us
-end
-
--- A fence above every one granted before: the last one (`last`, nil when none is
--- remembered) + 1, or the server's time in µs when that is higher (a hash made afresh
--- once its tombstone expired).
-local function fence_after(last, now_us)
-  if last ~= nil and last + 1 > now_us then return last + 1 end
-  return now_us
-end
-
 -- The summary field 's': '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>', '-' for
 -- none: the last fence, owners that hold, bounds of the earliest and latest deadline,
--- the writer queue's head and next ticket, until when readers wait.
+-- the writer queue's head and next ticket, until when readers wait. SUMMARY parses any;
+-- the fast paths match only the shapes they handle, in one step (fewer captures), for
+-- layout '3':
+-- TOMBSTONE, nobody holds (0), no deadline, no reader waits: fence, qh, qt;
+-- ONE_OWNER, one owner holds (1), no reader waits: fence, dl, qh, qt.
 local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+)$'
-local function opt(n) if n == nil then return '-' end return fmt(n) end
-local function format_summary(fence, held, dl, du, qh, qt, rw)
-  return LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
-    .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
-end
+local TOMBSTONE = '^3 (%d+) 0 %- %d+ (%d+) (%d+) %-$'
+local ONE_OWNER = '^3 (%d+) 1 (%d+) %d+ (%d+) (%d+) %-$'
 
 -- A hold in an owner's entry 'o:<owner>' (holds separated by spaces):
--- '<r|w|u><id>:<fence>:<deadline-ms>'.
+-- '<r|w|u><id>:<fence>:<deadline-ms>'. SOLE_HOLD matches an entry of exactly one hold
+-- and captures its id.
 local HOLD = '^([rwu])(%d+):(%d+):(%d+)$'
-local function format_hold(m, id, fence, deadline) return m .. id .. ':' .. fence .. ':' .. fmt(deadline) end
+local SOLE_HOLD = '^[rwu](%d+):%d+:%d+$'

@@ -15,6 +15,37 @@
 -- that holds write; 'u', '<owner>' of the upgradable hold, or '<owner> <id> <lease>'
 -- while it waits to upgrade: hold <id> is to be granted write as soon as it is the only
 -- owner that holds.
+-- The writers of the encodings of layout.lua, and the server's clock:
+
+-- Integers as digits: exact below 2^53, never in exponent notation ('%d' also costs far
+-- less than a float's '%.0f').
+local function fmt(n) return string.format('%d', n) end
+
+-- The server's clock, read once per call: now in ms and in µs.
+local function server_time()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return math.floor(us / 1000), us
+end
+
+-- A fence above every one granted before: the last one (`last`, nil when none is
+-- remembered) + 1, or the server's time in µs when that is higher (a hash made afresh
+-- once its tombstone expired).
+local function fence_after(last, now_us)
+  if last ~= nil and last + 1 > now_us then return last + 1 end
+  return now_us
+end
+
+-- the summary (see layout.lua), numbers or nil
+local function opt(n) if n == nil then return '-' end return fmt(n) end
+local function format_summary(fence, held, dl, du, qh, qt, rw)
+  return LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
+    .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
+end
+
+-- a hold (see layout.lua)
+local function format_hold(m, id, fence, deadline) return m .. id .. ':' .. fence .. ':' .. fmt(deadline) end
+
 local existed = S[1] ~= false
 local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
 if not existed then

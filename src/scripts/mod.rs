@@ -694,6 +694,28 @@ mod tests {
     }
 
     #[test]
+    fn the_fast_paths_patterns_are_of_the_layout_version() {
+        let layout = include_str!("../lua/layout.lua");
+        let version = layout
+            .lines()
+            .find_map(|l| l.strip_prefix("local LAYOUT = '"))
+            .and_then(|v| v.strip_suffix('\''))
+            .expect("LAYOUT");
+        for name in ["TOMBSTONE", "ONE_OWNER"] {
+            let line = layout
+                .lines()
+                .find(|l| l.starts_with(&format!("local {name} = ")))
+                .expect(name);
+            assert!(
+                line.contains(&format!("'^{version} ")),
+                "{name} is not of layout {version}: {line}"
+            );
+        }
+        // the module docs describe the same version
+        assert!(include_str!("mod.rs").contains(&format!("# Hash layout (version {version})")));
+    }
+
+    #[test]
     fn every_script_starts_with_the_owner_line_and_the_shared_head() {
         for (text, owner_arg) in [
             (lua!(fast: "fast_acquire.lua", "acquire.lua", 2), "2"),
