@@ -36,6 +36,14 @@ impl Ask {
         matches!(self, Ask::Hold(Mode::Write) | Ask::Upgrade { .. })
     }
 
+    /// The upgradable hold an upgrade starts from.
+    fn upgrade_from(self) -> Option<u64> {
+        match self {
+            Ask::Upgrade { from } => Some(from),
+            _ => None,
+        }
+    }
+
     /// The mode of the hold it gets.
     fn mode(self) -> Mode {
         match self {
@@ -44,6 +52,10 @@ impl Ask {
         }
     }
 }
+
+/// At most this long past the caller's deadline, an upgrade that ran out of time waits
+/// for the withdrawal that lets it keep its upgradable hold.
+const SETTLE_BUDGET: Duration = Duration::from_millis(500);
 
 enum Outcome {
     Granted(Hold),
@@ -58,18 +70,51 @@ struct Leftovers {
     owner: Arc<str>,
     id: u64,
     write: bool,
+    /// For an upgrade: the upgradable hold it starts from (a write hold granted as the
+    /// upgrade gives up turns back into it).
+    from: Option<u64>,
     armed: bool,
+}
+
+impl Leftovers {
+    /// Undoes what is left now, not in the background, for an upgrade that gives up and
+    /// keeps its upgradable hold, which is not known to be intact until the withdrawal
+    /// has run; within `budget` (the caller's time is up already). When it fails or takes
+    /// longer, it stays armed: `Drop` tries again in the background. Other attempts
+    /// leave it all to `Drop`.
+    async fn settle(&mut self, budget: Duration) -> Result<()> {
+        if !self.armed || self.from.is_none() {
+            return Ok(());
+        }
+        let withdraw = self
+            .site
+            .abandon(&self.owner, self.id, self.write, self.from);
+        match tokio::time::timeout(budget, withdraw).await {
+            Ok(Ok(())) => {
+                self.armed = false;
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Unavailable(format!(
+                "the withdrawal of an upgrade that ran out of time took over {budget:?}"
+            ))),
+        }
+    }
 }
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
         if self.armed {
-            let (site, owner, id, write) =
-                (self.site.clone(), self.owner.clone(), self.id, self.write);
-            site.inner
-                .clone()
-                .runtime
-                .spawn(async move { site.abandon(&owner, id, write).await });
+            let (site, owner, id, write, from) = (
+                self.site.clone(),
+                self.owner.clone(),
+                self.id,
+                self.write,
+                self.from,
+            );
+            site.inner.clone().runtime.spawn(async move {
+                let _ = site.abandon(&owner, id, write, from).await;
+            });
         }
     }
 }
@@ -116,6 +161,7 @@ impl Site {
             owner: owner.clone(),
             id,
             write: ask.writes(),
+            from: ask.upgrade_from(),
             armed: true,
         };
         let outcome = self.attempt(&owner, ask, id, false, None).await;
@@ -170,8 +216,19 @@ impl Site {
             owner: owner.clone(),
             id,
             write,
+            from: ask.upgrade_from(),
             armed: false,
         };
+        // an upgrade that runs out of time withdraws before it returns (see `settle`)
+        let settle_budget = inner.config.command_timeout.min(SETTLE_BUDGET);
+        macro_rules! give_up {
+            () => {
+                return Err(match leftovers.settle(settle_budget).await {
+                    Ok(()) => timed_out(),
+                    Err(e) => e,
+                })
+            };
+        }
         let mut sub: Option<Subscription> = None;
         let refresh = inner.config.lease / 3;
         loop {
@@ -179,7 +236,7 @@ impl Site {
                 if let Some(n) = inner.notifier() {
                     let join = n.join(&self.channel, self.slot);
                     let Some(joined) = within(deadline, join).await else {
-                        return Err(timed_out());
+                        give_up!();
                     };
                     sub = Some(joined);
                 }
@@ -188,7 +245,7 @@ impl Site {
             *attempts += 1;
             let attempt = self.attempt(&owner, ask, id, true, deadline);
             let Some(outcome) = within(deadline, attempt).await else {
-                return Err(timed_out());
+                give_up!();
             };
             let wait = match outcome {
                 Ok(Outcome::Granted(hold)) => {
@@ -221,7 +278,7 @@ impl Site {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return Err(timed_out());
+                        give_up!();
                     }
                     (now + wait).min(d)
                 }
@@ -246,10 +303,11 @@ impl Site {
                     {
                         if handed == id {
                             // the releaser handed the lock over: taken once confirmed
-                            let taken = self.handed_over(&owner, id, fence, deadline);
+                            let taken =
+                                self.handed_over(&owner, id, leftovers.from, (fence, deadline));
                             let Some(taken) = within(deadline, taken).await else {
                                 // (the armed leftovers give the hold back)
-                                return Err(timed_out());
+                                give_up!();
                             };
                             match taken {
                                 Ok(hold) => {
@@ -282,7 +340,7 @@ impl Site {
             }
             if let Some(d) = deadline {
                 if Instant::now() >= d {
-                    return Err(timed_out());
+                    give_up!();
                 }
             }
         }
@@ -297,8 +355,8 @@ impl Site {
         &self,
         owner: &Arc<str>,
         id: u64,
-        fence: u64,
-        deadline: Option<Instant>,
+        from: Option<u64>,
+        (fence, deadline): (u64, Option<Instant>),
     ) -> Result<Hold> {
         let inner = &self.inner;
         let sent = Instant::now();
@@ -322,7 +380,7 @@ impl Site {
                 // gone (it ran out, or the message came from a master that lost the slot)
                 Ok(_) => return Err(Error::LockLost),
                 Err(e) => {
-                    self.undo(owner, id, true);
+                    self.undo(owner, id, true, from);
                     return Err(e);
                 }
             }
@@ -339,11 +397,11 @@ impl Site {
 
     /// Gives back in the background what a grant that does not count left (a grant the
     /// replicas did not confirm), so that the caller's error comes without delay.
-    fn undo(&self, owner: &Arc<str>, id: u64, write: bool) {
+    fn undo(&self, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
         let (site, owner) = (self.clone(), owner.clone());
-        self.inner
-            .runtime
-            .spawn(async move { site.abandon(&owner, id, write).await });
+        self.inner.runtime.spawn(async move {
+            let _ = site.abandon(&owner, id, write, from).await;
+        });
     }
 
     /// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
@@ -388,7 +446,7 @@ impl Site {
         let reply = match reply {
             Err(e @ Error::NotReplicated { .. }) => {
                 // whatever the script did (a grant, a place in the queue) does not count
-                self.undo(owner, id, ask.writes());
+                self.undo(owner, id, ask.writes(), ask.upgrade_from());
                 return Err(e);
             }
             other => other?,

@@ -40,15 +40,22 @@ impl Site {
     }
 
     /// Gives back hold `id` of `owner` if it exists and, for a writer, leaves the queue
-    /// (or its pending upgrade), in one step.
-    pub(crate) async fn abandon(&self, owner: &str, id: u64, write: bool) {
+    /// (or its pending upgrade), in one step. For an upgrade from the upgradable hold
+    /// `from`, a write hold `id` granted meanwhile turns back into that hold instead.
+    pub(crate) async fn abandon(
+        &self,
+        owner: &str,
+        id: u64,
+        write: bool,
+        from: Option<u64>,
+    ) -> Result<()> {
         let inner = &self.inner;
         let t = self.target();
-        let _ = if write {
+        if write {
             self.call(|c| async move {
                 inner
                     .scripts
-                    .withdraw(&c, &inner.counters, &t, owner, id)
+                    .withdraw(&c, &inner.counters, &t, owner, id, from)
                     .await
             })
             .await
@@ -56,7 +63,7 @@ impl Site {
             self.release_hold(owner, id, self.release_budget())
                 .await
                 .map(|_| ())
-        };
+        }
     }
 
     /// How long a release is followed through timeouts and failovers: a lease (a hold not

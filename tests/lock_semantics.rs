@@ -603,3 +603,44 @@ async fn a_release_cancelled_half_way_still_releases() {
     eprintln!("cancelled releases: freed after {freed_in:?}");
     assert_no_keys(cluster, &p).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_that_times_out_keeps_the_upgradable_hold() {
+    let cluster = cluster().await;
+    let p = prefix("upgradetimeout");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("report").unwrap();
+    let up = lock.upgradable_read().await.unwrap();
+    let reader = lock.read().await.unwrap();
+    let began = Instant::now();
+    let up = match up
+        .upgrade_timeout(Duration::from_millis(300))
+        .await
+        .unwrap()
+    {
+        Ok(w) => panic!("upgraded while a reader holds: {w:?}"),
+        Err(up) => up,
+    };
+    let took = began.elapsed();
+    eprintln!("upgradetimeout: gave up after {took:?}");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_millis(1_300), "{took:?}");
+    // the guard still holds its upgradable read: no other owner gets one, readers enter
+    // again (the pending upgrade was withdrawn)
+    assert!(!up.is_lost());
+    assert!(lock.try_upgradable_read().await.unwrap().is_none());
+    let r2 = lock.try_read().await.unwrap().expect("readers enter again");
+    let s = lock.state().await.unwrap();
+    assert_eq!(s.holders.len(), 3, "{s:?}");
+    r2.release().await.unwrap();
+    reader.release().await.unwrap();
+    // no reader left: the same guard upgrades
+    let read_fence = up.fence();
+    let w = match up.upgrade_timeout(Duration::from_secs(2)).await.unwrap() {
+        Ok(w) => w,
+        Err(_) => panic!("not upgraded with no reader left"),
+    };
+    assert!(w.fence() > read_fence);
+    w.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}

@@ -55,6 +55,17 @@ const COMMAND_TIMEOUT_MS: u64 = 5_000;
 /// waiter, and are swept every second).
 const SETTLE: Duration = Duration::from_secs(8);
 
+/// How a task upgrades its upgradable hold.
+#[derive(Clone, Copy)]
+enum Upgrade {
+    /// `upgrade()`, cancelled at the end of the run.
+    Wait,
+    /// `upgrade_timeout(ms)`.
+    Timeout(u64),
+    /// `try_upgrade()`.
+    Try,
+}
+
 struct Ctx {
     spec: WorkerSpec,
     out: Mutex<Writer>,
@@ -462,10 +473,17 @@ impl Task {
                 Some(h) => h,
                 None => return,
             },
-            Mode::U if roll < 60 => match self.upgrade(h, roll < 40).await {
-                Some(h) => h,
-                None => return,
-            },
+            Mode::U if roll < 60 => {
+                let how = match roll {
+                    0..25 => Upgrade::Wait,
+                    25..40 => Upgrade::Timeout(self.rng.random_range(20..800)),
+                    _ => Upgrade::Try,
+                };
+                match self.upgrade(h, how).await {
+                    Some(h) => h,
+                    None => return,
+                }
+            }
             _ => h,
         };
         let time = Duration::from_millis(self.rng.random_range(0..100));
@@ -539,24 +557,26 @@ impl Task {
     }
 
     /// Upgradable -> write: the upgradable belief lasts until the call returns; the
-    /// write belief starts then.
-    async fn upgrade(&mut self, h: Held, wait: bool) -> Option<Held> {
+    /// write belief starts then (a busy or timed-out upgrade keeps the upgradable hold).
+    async fn upgrade(&mut self, h: Held, how: Upgrade) -> Option<Held> {
         let Guard::U(u) = h.guard else { return Some(h) };
         let fence = u.fence();
-        let (call, limit) = if wait {
-            ("upgrade", None)
-        } else {
-            ("try_upgrade", Some(COMMAND_TIMEOUT_MS))
+        let (call, limit) = match how {
+            Upgrade::Wait => ("upgrade", None),
+            Upgrade::Timeout(ms) => ("upgrade_timeout", Some(ms)),
+            Upgrade::Try => ("try_upgrade", Some(COMMAND_TIMEOUT_MS)),
         };
         let c = Call::on(call, &h.belief, limit);
-        let r = if wait {
-            let until = self.until();
-            tokio::select! {
-                r = u.upgrade() => Some(r.map(Ok)),
-                _ = tokio::time::sleep_until(until) => None,
+        let r = match how {
+            Upgrade::Wait => {
+                let until = self.until();
+                tokio::select! {
+                    r = u.upgrade() => Some(r.map(Ok)),
+                    _ = tokio::time::sleep_until(until) => None,
+                }
             }
-        } else {
-            Some(u.try_upgrade().await)
+            Upgrade::Timeout(ms) => Some(u.upgrade_timeout(Duration::from_millis(ms)).await),
+            Upgrade::Try => Some(u.try_upgrade().await),
         };
         match r {
             None => {

@@ -1,9 +1,7 @@
 //! RAII guards: a granted hold, renewed while it lives, released when dropped.
 
 use crate::acquire::Ask;
-#[cfg(doc)]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
 
@@ -274,7 +272,8 @@ impl UpgradableReadGuard {
     /// # Cancel safety
     /// Dropping the future gives up the upgrade AND this upgradable hold (the guard was
     /// moved into the future): both are released in the background. To keep the hold,
-    /// poll with [`try_upgrade`](Self::try_upgrade).
+    /// use [`upgrade_timeout`](Self::upgrade_timeout) or
+    /// [`try_upgrade`](Self::try_upgrade).
     ///
     /// # Errors
     /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or [`Error::Redis`] when the lock's
@@ -302,6 +301,57 @@ impl UpgradableReadGuard {
             hold: self.hold.upgraded(write).await?,
             lock: self.lock.clone(),
         })
+    }
+
+    /// [`upgrade`](Self::upgrade) for at most `timeout`: the write hold, or this guard
+    /// back when the plain readers did not leave in time. Meanwhile new readers wait
+    /// behind it as behind a queued writer; on timeout they may enter again, and the
+    /// upgradable hold is kept (a write hold granted just as the time ran out turns
+    /// back into it). Returns within `timeout` and one round trip: the pending upgrade
+    /// is withdrawn before the guard comes back, so that the guard is known to hold. When
+    /// that round trip fails or takes over half a second (the command timeout, if less),
+    /// the call fails with that error and the upgradable hold is given up.
+    ///
+    /// # Cancel safety
+    /// As [`upgrade`](Self::upgrade): dropping the future gives up the upgrade and this
+    /// upgradable hold.
+    ///
+    /// # Errors
+    /// As [`upgrade`](Self::upgrade); also when the withdrawal after the timeout fails
+    /// (the upgradable hold is then released, as on any error).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let up = lock.upgradable_read().await?;
+    /// match up.upgrade_timeout(Duration::from_millis(500)).await? {
+    ///     Ok(write) => write.release().await?,
+    ///     Err(up) => up.release().await?, // readers stayed; still upgradable
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgrade_timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
+        let ask = Ask::Upgrade { from: self.hold.id };
+        let site = self.hold.site.clone();
+        self.hold.state.set_converting(true);
+        // (an error other than the timeout drops the guard: its hold is released)
+        match site
+            .wait_hold(self.hold.owner.clone(), ask, Some(timeout))
+            .await
+        {
+            Ok(write) => Ok(Ok(WriteGuard {
+                hold: self.hold.upgraded(write).await?,
+                lock: self.lock.clone(),
+            })),
+            Err(Error::Timeout(_)) => {
+                self.hold.state.set_converting(false);
+                Ok(Err(self))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// One attempt to upgrade: the write hold if no plain reader of another owner holds,

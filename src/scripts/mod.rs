@@ -537,8 +537,10 @@ impl Scripts {
         t: &Target<'_>,
         owner: &str,
         hold: u64,
+        upgrading_from: Option<u64>,
     ) -> Result<()> {
-        let args = vec![owner.to_string(), hold.to_string()];
+        let mut args = vec![owner.to_string(), hold.to_string()];
+        args.extend(upgrading_from.map(|from| from.to_string()));
         status(
             t.key,
             self.run(client, counters, &self.withdraw, t, args).await?,

@@ -1,7 +1,8 @@
-//! The fast paths (`fast_acquire.lua`, `fast_release.lua`) and the general path
-//! (`lib.lua` with `acquire.lua` / `release.lua`) leave the same hash: the same fields,
-//! the same values but for the clock's digits, and the same TTL. On the test bed's
-//! cluster (cargo feature `cluster-tests`).
+//! The scripts on a live server (the test bed's cluster, cargo feature `cluster-tests`):
+//! the fast paths (`fast_acquire.lua`, `fast_release.lua`) and the general path
+//! (`lib.lua` with `acquire.lua` / `release.lua`) leave the same hash (the same fields,
+//! the same values but for the clock's digits, and the same TTL); an upgrade that gives
+//! up keeps its upgradable hold.
 
 use std::collections::BTreeMap;
 
@@ -55,14 +56,8 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         format!("{prefix}:{{paths}}:fast"),
         format!("{prefix}:{{paths}}:general"),
     );
-    let slot = crate::slot::key_slot(fast_key.as_bytes());
-    let master = cluster.master_for_slot(slot).await.unwrap();
-    let node = Builder::from_config(Config::from_url(&master.url).unwrap())
-        .build()
-        .unwrap();
-    node.init().await.unwrap();
     let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
-    fast.load_all(&node).await.unwrap();
+    let node = node_for(cluster, &fast_key, &fast).await;
     general.load_all(&node).await.unwrap();
     let counters = Counters::default();
     let target = |key| Target { key, confirm: None };
@@ -126,6 +121,96 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         );
     }
     let _: i64 = node.del(vec![fast_key, general_key]).await.unwrap();
+    let _ = node.quit().await;
+}
+
+/// A node client for the master of `key`'s slot, with the scripts loaded.
+async fn node_for(cluster: &TestCluster, key: &str, scripts: &Scripts) -> Client {
+    let slot = crate::slot::key_slot(key.as_bytes());
+    let master = cluster.master_for_slot(slot).await.unwrap();
+    let node = Builder::from_config(Config::from_url(&master.url).unwrap())
+        .build()
+        .unwrap();
+    node.init().await.unwrap();
+    scripts.load_all(&node).await.unwrap();
+    node
+}
+
+/// An upgrade left pending is granted by the release of the last other reader just as
+/// its caller gives up: the withdrawal turns the write hold back into the upgradable
+/// hold it came from, instead of leaving the caller with nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
+    let cluster = TestCluster::shared().await.expect("test cluster");
+    let key = format!(
+        "t-withdraw-{}:{{w}}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let scripts = Scripts::new("spublish");
+    let node = node_for(cluster, &key, &scripts).await;
+    let (counters, t) = (
+        Counters::default(),
+        Target {
+            key: &key,
+            confirm: None,
+        },
+    );
+    let acquire = |mode, owner: &'static str, hold| {
+        let (scripts, node, counters, t) = (&scripts, &node, &counters, &t);
+        async move {
+            scripts
+                .acquire(node, counters, t, mode, owner, hold, LEASE_MS, Intent::Try)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(matches!(
+        acquire(Mode::Upgradable, "up", 1).await,
+        Attempt::Granted { .. }
+    ));
+    assert!(matches!(
+        acquire(Mode::Read, "reader", 1).await,
+        Attempt::Granted { .. }
+    ));
+    // the upgrade (hold 1 into write hold 2) waits for the reader: pending
+    let a = scripts
+        .upgrade(&node, &counters, &t, "up", 1, 2, LEASE_MS, true)
+        .await
+        .unwrap();
+    assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
+    // the reader leaves: the pending upgrade becomes write hold 2
+    assert!(scripts
+        .release(&node, &counters, &t, "reader", 1)
+        .await
+        .unwrap());
+    let entry: String = node.hget(&key, "o:up").await.unwrap();
+    assert!(entry.starts_with("w2:"), "{entry}");
+    // ... just as the caller gave up
+    scripts
+        .withdraw(&node, &counters, &t, "up", 2, Some(1))
+        .await
+        .unwrap();
+    let entry: Option<String> = node.hget(&key, "o:up").await.unwrap();
+    let (writer, upgrader): (Option<String>, Option<String>) = (
+        node.hget(&key, "w").await.unwrap(),
+        node.hget(&key, "u").await.unwrap(),
+    );
+    eprintln!("withdraw: entry {entry:?}, w {writer:?}, u {upgrader:?}");
+    assert!(
+        entry.as_deref().is_some_and(|e| e.starts_with("u1:")),
+        "the upgradable hold is kept: {entry:?}"
+    );
+    assert_eq!((writer, upgrader.as_deref()), (None, Some("up")));
+    // it is an upgradable hold like any: readers enter, another upgrader does not
+    assert!(matches!(
+        acquire(Mode::Read, "reader", 3).await,
+        Attempt::Granted { .. }
+    ));
+    assert!(matches!(
+        acquire(Mode::Upgradable, "other", 4).await,
+        Attempt::Busy { .. }
+    ));
+    let _: i64 = node.del(&key).await.unwrap();
     let _ = node.quit().await;
 }
 
