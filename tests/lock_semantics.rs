@@ -95,7 +95,7 @@ async fn bad_names_and_config_are_typed_errors() {
     let lock = client.rwlock("owner-check").unwrap();
     assert!(matches!(
         lock.with_owner("").try_write().await,
-        Err(Error::InvalidConfig(_))
+        Err(Error::InvalidOwner(_))
     ));
     assert_no_keys(cluster, &p).await;
 }

@@ -223,11 +223,13 @@ impl TestCluster {
         self.backend
     }
 
-    /// `redis://127.0.0.1:<port>` of every node: seeds for a cluster client.
+    /// `redis://127.0.0.1:<port>` of every node: seeds for a cluster client (for
+    /// cluster-rwlock: `LockConfig::cluster(cluster.seed_urls())`).
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
-    /// let config = cluster_rwlock::LockConfig::cluster(cluster.seed_urls());
+    /// let seeds = cluster.seed_urls();
+    /// assert!(seeds[0].starts_with("redis://127.0.0.1:"));
     /// # Ok(()) }
     /// ```
     pub fn seed_urls(&self) -> Vec<String> {
