@@ -9,9 +9,10 @@ use tokio::time::Instant;
 
 use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
-use crate::hold::{check_owner, Hold, Site};
+use crate::hold::{check_owner, Hold};
 use crate::mode::Mode;
 use crate::observe;
+use crate::raw::RawLock;
 use crate::scripts::{Attempt, Intent};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
@@ -66,7 +67,7 @@ enum Outcome {
 /// writer queue or a pending upgrade, a hold handed over while waiting, or a grant whose
 /// reply was lost to an error. Both steps are idempotent.
 struct Leftovers {
-    site: Site,
+    raw: RawLock,
     owner: Arc<str>,
     id: u64,
     write: bool,
@@ -86,9 +87,7 @@ impl Leftovers {
         if !self.armed || self.from.is_none() {
             return Ok(());
         }
-        let withdraw = self
-            .site
-            .abandon(&self.owner, self.id, self.write, self.from);
+        let withdraw = abandon(&self.raw, &self.owner, self.id, self.write, self.from);
         match tokio::time::timeout(budget, withdraw).await {
             Ok(Ok(())) => {
                 self.armed = false;
@@ -105,361 +104,351 @@ impl Leftovers {
 impl Drop for Leftovers {
     fn drop(&mut self) {
         if self.armed {
-            let (site, owner, id, write, from) = (
-                self.site.clone(),
+            let (raw, owner, id, write, from) = (
+                self.raw.clone(),
                 self.owner.clone(),
                 self.id,
                 self.write,
                 self.from,
             );
-            site.inner.clone().runtime.spawn(async move {
-                let _ = site.abandon(&owner, id, write, from).await;
+            raw.inner.clone().runtime.spawn(async move {
+                let _ = abandon(&raw, &owner, id, write, from).await;
             });
         }
     }
 }
 
-impl Site {
-    /// One attempt for `owner`, without waiting: `None` when the lock is busy.
-    pub(crate) async fn try_hold(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
-        let began = Instant::now();
-        let result = self.try_hold_once(owner, ask).await;
-        let (fence, outcome) = match &result {
-            Ok(Some(hold)) => (Some(hold.fence), observe::Outcome::Granted),
-            Ok(None) => (None, observe::Outcome::Busy),
-            Err(_) => (None, observe::Outcome::Failed),
-        };
-        self.observe(ask, began, 1, fence, outcome);
-        result
-    }
+/// One attempt for `owner`, without waiting: `None` when the lock is busy.
+pub(crate) async fn try_hold(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+    let began = Instant::now();
+    let result = try_hold_once(lock, owner, ask).await;
+    let (fence, outcome) = match &result {
+        Ok(Some(hold)) => (Some(hold.fence), observe::Outcome::Granted),
+        Ok(None) => (None, observe::Outcome::Busy),
+        Err(_) => (None, observe::Outcome::Failed),
+    };
+    observe(lock, ask, began, 1, fence, outcome);
+    result
+}
 
-    fn observe(
-        &self,
-        ask: Ask,
-        began: Instant,
-        attempts: u32,
-        fence: Option<u64>,
-        outcome: observe::Outcome,
-    ) {
-        let label_name = self.inner.config.metrics_lock_names;
-        observe::acquired(
-            &self.name,
-            label_name,
-            ask.mode(),
-            began.elapsed(),
-            attempts,
-            fence,
-            outcome,
-        );
-    }
+fn observe(
+    lock: &RawLock,
+    ask: Ask,
+    began: Instant,
+    attempts: u32,
+    fence: Option<u64>,
+    outcome: observe::Outcome,
+) {
+    let label_name = lock.inner.config.metrics_lock_names;
+    observe::acquired(
+        &lock.name,
+        label_name,
+        ask.mode(),
+        began.elapsed(),
+        attempts,
+        fence,
+        outcome,
+    );
+}
 
-    async fn try_hold_once(&self, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
-        check_owner(&owner)?;
-        let id = self.inner.next_hold_id();
-        let mut leftovers = Leftovers {
-            site: self.clone(),
-            owner: owner.clone(),
-            id,
-            write: ask.writes(),
-            from: ask.upgrade_from(),
-            armed: true,
-        };
-        let outcome = self.attempt(&owner, ask, id, false, None).await;
-        leftovers.armed = matches!(outcome, Err(Error::Redis(_) | Error::Unavailable(_)));
-        match outcome? {
-            Outcome::Granted(hold) => Ok(Some(hold)),
-            Outcome::Busy(_) => Ok(None),
-        }
+async fn try_hold_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+    check_owner(&owner)?;
+    let id = lock.inner.next_hold_id();
+    let mut leftovers = Leftovers {
+        raw: lock.clone(),
+        owner: owner.clone(),
+        id,
+        write: ask.writes(),
+        from: ask.upgrade_from(),
+        armed: true,
+    };
+    let outcome = attempt(lock, &owner, ask, id, false, None).await;
+    leftovers.armed = matches!(outcome, Err(Error::Redis(_) | Error::Unavailable(_)));
+    match outcome? {
+        Outcome::Granted(hold) => Ok(Some(hold)),
+        Outcome::Busy(_) => Ok(None),
     }
+}
 
-    /// Waits for a hold (see `wait_loop`), traced and counted.
-    pub(crate) async fn wait_hold(
-        &self,
-        owner: Arc<str>,
-        ask: Ask,
-        timeout: Option<Duration>,
-    ) -> Result<Hold> {
-        let began = Instant::now();
-        let _waiting = observe::Waiting::start();
-        let mut attempts = 0;
-        let wait = self.wait_loop(owner, ask, timeout, &mut attempts);
-        #[cfg(feature = "tracing")]
-        let wait =
-            tracing::Instrument::instrument(wait, observe::acquire_span(&self.name, ask.mode()));
-        let result = wait.await;
-        let (fence, outcome) = match &result {
-            Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),
-            Err(Error::Timeout(_)) => (None, observe::Outcome::TimedOut),
-            Err(_) => (None, observe::Outcome::Failed),
+/// Waits for a hold (see `wait_loop`), traced and counted.
+pub(crate) async fn wait_hold(
+    lock: &RawLock,
+    owner: Arc<str>,
+    ask: Ask,
+    timeout: Option<Duration>,
+) -> Result<Hold> {
+    let began = Instant::now();
+    let _waiting = observe::Waiting::start();
+    let mut attempts = 0;
+    let wait = wait_loop(lock, owner, ask, timeout, &mut attempts);
+    #[cfg(feature = "tracing")]
+    let wait = tracing::Instrument::instrument(wait, observe::acquire_span(&lock.name, ask.mode()));
+    let result = wait.await;
+    let (fence, outcome) = match &result {
+        Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),
+        Err(Error::Timeout(_)) => (None, observe::Outcome::TimedOut),
+        Err(_) => (None, observe::Outcome::Failed),
+    };
+    observe(lock, ask, began, attempts, fence, outcome);
+    result
+}
+
+/// The waiting loop: subscribe, attempt, sleep until a release message that concerns
+/// this waiter or the deadline the attempt returned, again.
+async fn wait_loop(
+    lock: &RawLock,
+    owner: Arc<str>,
+    ask: Ask,
+    timeout: Option<Duration>,
+    attempts: &mut u32,
+) -> Result<Hold> {
+    check_owner(&owner)?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let timed_out = || Error::Timeout(timeout.unwrap_or_default());
+    let inner = &lock.inner;
+    let mut id = inner.next_hold_id();
+    let write = ask.writes();
+    let mut leftovers = Leftovers {
+        raw: lock.clone(),
+        owner: owner.clone(),
+        id,
+        write,
+        from: ask.upgrade_from(),
+        armed: false,
+    };
+    // an upgrade that runs out of time withdraws before it returns (see `settle`)
+    let settle_budget = inner.config.command_timeout.min(SETTLE_BUDGET);
+    macro_rules! give_up {
+        () => {
+            return Err(match leftovers.settle(settle_budget).await {
+                Ok(()) => timed_out(),
+                Err(e) => e,
+            })
         };
-        self.observe(ask, began, attempts, fence, outcome);
-        result
     }
-
-    /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
-    /// this waiter or the deadline the attempt returned, again.
-    async fn wait_loop(
-        &self,
-        owner: Arc<str>,
-        ask: Ask,
-        timeout: Option<Duration>,
-        attempts: &mut u32,
-    ) -> Result<Hold> {
-        check_owner(&owner)?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let timed_out = || Error::Timeout(timeout.unwrap_or_default());
-        let inner = &self.inner;
-        let mut id = inner.next_hold_id();
-        let write = ask.writes();
-        let mut leftovers = Leftovers {
-            site: self.clone(),
-            owner: owner.clone(),
-            id,
-            write,
-            from: ask.upgrade_from(),
-            armed: false,
-        };
-        // an upgrade that runs out of time withdraws before it returns (see `settle`)
-        let settle_budget = inner.config.command_timeout.min(SETTLE_BUDGET);
-        macro_rules! give_up {
-            () => {
-                return Err(match leftovers.settle(settle_budget).await {
-                    Ok(()) => timed_out(),
-                    Err(e) => e,
-                })
-            };
-        }
-        let mut sub: Option<Subscription> = None;
-        let refresh = inner.config.lease / 3;
-        loop {
-            if sub.is_none() {
-                if let Some(n) = inner.notifier() {
-                    let join = n.join(&self.channel, self.slot);
-                    let Some(joined) = within(deadline, join).await else {
-                        give_up!();
-                    };
-                    sub = Some(joined);
-                }
+    let mut sub: Option<Subscription> = None;
+    let refresh = inner.config.lease / 3;
+    loop {
+        if sub.is_none() {
+            if let Some(n) = inner.notifier() {
+                let join = n.join(&lock.channel, lock.slot);
+                let Some(joined) = within(deadline, join).await else {
+                    give_up!();
+                };
+                sub = Some(joined);
             }
-            leftovers.armed = true;
-            *attempts += 1;
-            let attempt = self.attempt(&owner, ask, id, true, deadline);
-            let Some(outcome) = within(deadline, attempt).await else {
-                give_up!();
-            };
-            let wait = match outcome {
-                Ok(Outcome::Granted(hold)) => {
-                    leftovers.armed = false;
-                    return Ok(hold);
+        }
+        leftovers.armed = true;
+        *attempts += 1;
+        let attempt = attempt(lock, &owner, ask, id, true, deadline);
+        let Some(outcome) = within(deadline, attempt).await else {
+            give_up!();
+        };
+        let wait = match outcome {
+            Ok(Outcome::Granted(hold)) => {
+                leftovers.armed = false;
+                return Ok(hold);
+            }
+            Ok(Outcome::Busy(wait_ms)) => {
+                // a writer may be handed the lock until it withdraws
+                leftovers.armed = write;
+                // a queue entry lives one lease: come back before it lapses
+                Duration::from_millis(wait_ms).min(refresh)
+            }
+            // a failover or reconnect in progress, or a replica that is not in sync
+            // yet (restarted, catching up): try again while time is left (the grant
+            // the replicas did not confirm was undone)
+            Err(e @ (Error::Redis(_) | Error::Unavailable(_) | Error::NotReplicated { .. }))
+                if deadline.is_some() =>
+            {
+                if matches!(e, Error::NotReplicated { .. }) {
+                    // the undo of that grant runs in the background: a retry under
+                    // the same id could be granted and then undone by it
+                    id = inner.next_hold_id();
+                    leftovers.id = id;
                 }
-                Ok(Outcome::Busy(wait_ms)) => {
-                    // a writer may be handed the lock until it withdraws
-                    leftovers.armed = write;
-                    // a queue entry lives one lease: come back before it lapses
-                    Duration::from_millis(wait_ms).min(refresh)
+                ERROR_BACKOFF
+            }
+            Err(e) => return Err(e),
+        };
+        let until = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    give_up!();
                 }
-                // a failover or reconnect in progress, or a replica that is not in sync
-                // yet (restarted, catching up): try again while time is left (the grant
-                // the replicas did not confirm was undone)
-                Err(
-                    e @ (Error::Redis(_) | Error::Unavailable(_) | Error::NotReplicated { .. }),
-                ) if deadline.is_some() => {
-                    if matches!(e, Error::NotReplicated { .. }) {
-                        // the undo of that grant runs in the background: a retry under
-                        // the same id could be granted and then undone by it
-                        id = inner.next_hold_id();
-                        leftovers.id = id;
-                    }
-                    ERROR_BACKOFF
-                }
-                Err(e) => return Err(e),
-            };
-            let until = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        give_up!();
-                    }
-                    (now + wait).min(d)
-                }
-                None => Instant::now() + wait,
-            };
-            match sub.as_mut().filter(|s| s.is_live()) {
-                Some(s) => {
-                    let woken = tokio::select! {
-                        w = async {
-                            loop {
-                                let w = s.next().await;
-                                if w.concerns(write, &owner) {
-                                    break w;
-                                }
+                (now + wait).min(d)
+            }
+            None => Instant::now() + wait,
+        };
+        match sub.as_mut().filter(|s| s.is_live()) {
+            Some(s) => {
+                let woken = tokio::select! {
+                    w = async {
+                        loop {
+                            let w = s.next().await;
+                            if w.concerns(write, &owner) {
+                                break w;
                             }
-                        } => Some(w),
-                        _ = tokio::time::sleep_until(until) => None,
-                    };
-                    if let Some(Wake::Granted {
-                        id: handed, fence, ..
-                    }) = woken
-                    {
-                        if handed == id {
-                            // the releaser handed the lock over: taken once confirmed
-                            let taken =
-                                self.handed_over(&owner, id, leftovers.from, (fence, deadline));
-                            let Some(taken) = within(deadline, taken).await else {
-                                // (the armed leftovers give the hold back)
-                                give_up!();
-                            };
-                            match taken {
-                                Ok(hold) => {
-                                    observe::handed_over(&self.name, fence);
-                                    leftovers.armed = false;
-                                    return Ok(hold);
-                                }
-                                // gone again before it was confirmed: keep waiting
-                                Err(Error::LockLost) => {}
-                                // not confirmed (undone), or no answer: try again in time
-                                Err(
-                                    Error::Redis(_)
-                                    | Error::Unavailable(_)
-                                    | Error::NotReplicated { .. },
-                                ) if deadline.is_some() => {
-                                    // undone in the background (see `handed_over`): go on
-                                    // under a new id, which that undo cannot touch
-                                    id = inner.next_hold_id();
-                                    leftovers.id = id;
-                                }
-                                Err(e) => return Err(e),
+                        }
+                    } => Some(w),
+                    _ = tokio::time::sleep_until(until) => None,
+                };
+                if let Some(Wake::Granted {
+                    id: handed, fence, ..
+                }) = woken
+                {
+                    if handed == id {
+                        // the releaser handed the lock over: taken once confirmed
+                        let taken =
+                            handed_over(lock, &owner, id, leftovers.from, (fence, deadline));
+                        let Some(taken) = within(deadline, taken).await else {
+                            // (the armed leftovers give the hold back)
+                            give_up!();
+                        };
+                        match taken {
+                            Ok(hold) => {
+                                observe::handed_over(&lock.name, fence);
+                                leftovers.armed = false;
+                                return Ok(hold);
                             }
+                            // gone again before it was confirmed: keep waiting
+                            Err(Error::LockLost) => {}
+                            // not confirmed (undone), or no answer: try again in time
+                            Err(
+                                Error::Redis(_)
+                                | Error::Unavailable(_)
+                                | Error::NotReplicated { .. },
+                            ) if deadline.is_some() => {
+                                // undone in the background (see `handed_over`): go on
+                                // under a new id, which that undo cannot touch
+                                id = inner.next_hold_id();
+                                leftovers.id = id;
+                            }
+                            Err(e) => return Err(e),
                         }
                     }
                 }
-                None => {
-                    let retry = Instant::now() + inner.config.retry_interval;
-                    tokio::time::sleep_until(until.min(retry)).await
-                }
             }
-            if let Some(d) = deadline {
-                if Instant::now() >= d {
-                    give_up!();
-                }
+            None => {
+                let retry = Instant::now() + inner.config.retry_interval;
+                tokio::time::sleep_until(until.min(retry)).await
+            }
+        }
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                give_up!();
             }
         }
     }
+}
 
-    /// Takes a write hold that a release handed to this waiter. Unless grants go
-    /// unconfirmed ([`Durability::MasterOnly`](crate::Durability::MasterOnly)), the
-    /// message is not believed alone: a renewal of the hold, confirmed by the replicas,
-    /// proves the grant is on the slot's master now (a message from a master that lost the
-    /// slot proves nothing) and starts the lease clock at its own send time.
-    async fn handed_over(
-        &self,
-        owner: &Arc<str>,
-        id: u64,
-        from: Option<u64>,
-        (fence, deadline): (u64, Option<Instant>),
-    ) -> Result<Hold> {
-        let inner = &self.inner;
-        let sent = Instant::now();
-        let t = self.confirmed_target(deadline);
-        if t.confirm.is_some() {
-            let ids = [id];
-            let owners = [(&**owner, &ids[..])];
-            let present = self
-                .call(|c| {
-                    let (t, owners) = (&t, &owners);
-                    async move {
-                        inner
-                            .scripts
-                            .renew(&c, &inner.counters, t, inner.lease_ms(), owners)
-                            .await
-                    }
-                })
-                .await;
-            match present {
-                Ok(p) if p.first().is_some_and(|ids| ids.contains(&id)) => {}
-                // gone (it ran out, or the message came from a master that lost the slot)
-                Ok(_) => return Err(Error::LockLost),
-                Err(e) => {
-                    self.undo(owner, id, true, from);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(Hold::new(
-            self.clone(),
-            owner.clone(),
-            id,
-            fence,
-            Mode::Write,
-            sent,
-        ))
-    }
-
-    /// Gives back in the background what a grant that does not count left (a grant the
-    /// replicas did not confirm), so that the caller's error comes without delay.
-    fn undo(&self, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
-        let (site, owner) = (self.clone(), owner.clone());
-        self.inner.runtime.spawn(async move {
-            let _ = site.abandon(&owner, id, write, from).await;
-        });
-    }
-
-    /// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
-    /// caller's armed [`Leftovers`]: if this future is dropped after the command was
-    /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
-    /// so a grant that lands for a caller who is gone is released at once (and a queued
-    /// writer leaves the queue); a hold made here releases itself when dropped.
-    async fn attempt(
-        &self,
-        owner: &Arc<str>,
-        ask: Ask,
-        id: u64,
-        wait: bool,
-        deadline: Option<Instant>,
-    ) -> Result<Outcome> {
-        let inner = &self.inner;
-        let sent = Instant::now();
-        let t = self.confirmed_target(deadline);
-        let lease = inner.lease_ms();
-        let reply = self
-            .call(|c| async move {
-                let (scripts, counters) = (&inner.scripts, &inner.counters);
-                match ask {
-                    Ask::Hold(mode) | Ask::Again(mode) => {
-                        let intent = match (ask, wait) {
-                            (Ask::Again(_), _) => Intent::Again,
-                            (_, true) => Intent::Wait,
-                            (_, false) => Intent::Try,
-                        };
-                        scripts
-                            .acquire(&c, counters, &t, mode, owner, id, lease, intent)
-                            .await
-                    }
-                    Ask::Upgrade { from } => {
-                        scripts
-                            .upgrade(&c, counters, &t, owner, from, id, lease, wait)
-                            .await
-                    }
-                }
-            })
-            .await;
-        let reply = match reply {
-            Err(e @ Error::NotReplicated { .. }) => {
-                // whatever the script did (a grant, a place in the queue) does not count
-                self.undo(owner, id, ask.writes(), ask.upgrade_from());
+/// Takes a write hold that a release handed to this waiter. Unless grants go
+/// unconfirmed ([`Durability::MasterOnly`](crate::Durability::MasterOnly)), the
+/// message is not believed alone: a renewal of the hold, confirmed by the replicas,
+/// proves the grant is on the slot's master now (a message from a master that lost the
+/// slot proves nothing) and starts the lease clock at its own send time.
+async fn handed_over(
+    lock: &RawLock,
+    owner: &Arc<str>,
+    id: u64,
+    from: Option<u64>,
+    (fence, deadline): (u64, Option<Instant>),
+) -> Result<Hold> {
+    let sent = Instant::now();
+    if lock.confirms(deadline) {
+        let ids = [id];
+        let present = lock.renew(&[(&**owner, &ids[..])], deadline).await;
+        match present {
+            Ok(p) if p.first().is_some_and(|ids| ids.contains(&id)) => {}
+            // gone (it ran out, or the message came from a master that lost the slot)
+            Ok(_) => return Err(Error::LockLost),
+            Err(e) => {
+                undo(lock, owner, id, true, from);
                 return Err(e);
             }
-            other => other?,
-        };
-        match reply {
-            Attempt::Granted { fence } => {
-                let hold = Hold::new(self.clone(), owner.clone(), id, fence, ask.mode(), sent);
-                Ok(Outcome::Granted(hold))
-            }
-            Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
-            Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
-            Attempt::Gone => Err(Error::LockLost),
         }
+    }
+    Ok(Hold::new(
+        lock.clone(),
+        owner.clone(),
+        id,
+        fence,
+        Mode::Write,
+        sent,
+    ))
+}
+
+/// Gives back in the background what a grant that does not count left (a grant the
+/// replicas did not confirm), so that the caller's error comes without delay.
+fn undo(lock: &RawLock, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
+    let (raw, owner) = (lock.clone(), owner.clone());
+    lock.inner.runtime.spawn(async move {
+        let _ = abandon(&raw, &owner, id, write, from).await;
+    });
+}
+
+/// Undoes what an attempt may have left: for a writer (`write`), its place in the queue
+/// or its pending upgrade, and a hold handed over meanwhile (for an upgrade from `from`,
+/// such a write hold turns back into the upgradable hold); for a reader, the hold a
+/// grant whose reply was lost made.
+async fn abandon(
+    lock: &RawLock,
+    owner: &str,
+    id: u64,
+    write: bool,
+    from: Option<u64>,
+) -> Result<()> {
+    if write {
+        lock.withdraw(owner, id, from).await
+    } else {
+        lock.release(owner, id, lock.release_budget())
+            .await
+            .map(|_| ())
+    }
+}
+
+/// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
+/// caller's armed [`Leftovers`]: if this future is dropped after the command was
+/// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
+/// so a grant that lands for a caller who is gone is released at once (and a queued
+/// writer leaves the queue); a hold made here releases itself when dropped.
+async fn attempt(
+    lock: &RawLock,
+    owner: &Arc<str>,
+    ask: Ask,
+    id: u64,
+    wait: bool,
+    deadline: Option<Instant>,
+) -> Result<Outcome> {
+    let sent = Instant::now();
+    let reply = match ask {
+        Ask::Hold(mode) | Ask::Again(mode) => {
+            let intent = match (ask, wait) {
+                (Ask::Again(_), _) => Intent::Again,
+                (_, true) => Intent::Wait,
+                (_, false) => Intent::Try,
+            };
+            lock.acquire(owner, mode, id, intent, deadline).await
+        }
+        Ask::Upgrade { from } => lock.upgrade(owner, (from, id), wait, deadline).await,
+    };
+    let reply = match reply {
+        Err(e @ Error::NotReplicated { .. }) => {
+            // whatever the script did (a grant, a place in the queue) does not count
+            undo(lock, owner, id, ask.writes(), ask.upgrade_from());
+            return Err(e);
+        }
+        other => other?,
+    };
+    match reply {
+        Attempt::Granted { fence } => {
+            let hold = Hold::new(lock.clone(), owner.clone(), id, fence, ask.mode(), sent);
+            Ok(Outcome::Granted(hold))
+        }
+        Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
+        Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
+        Attempt::Gone => Err(Error::LockLost),
     }
 }
 
@@ -474,21 +463,15 @@ async fn within<T>(
     }
 }
 
-impl Hold {
-    /// Another hold of `mode` as the same owner: granted at once while this one lives.
-    pub(crate) async fn again(&self, mode: Mode) -> Result<Hold> {
-        if self.state.is_lost() {
-            return Err(Error::LockLost);
-        }
-        match self
-            .site
-            .try_hold(self.owner.clone(), Ask::Again(mode))
-            .await?
-        {
-            Some(hold) => Ok(hold),
-            // the owner holds nothing any more: this hold is gone
-            None => Err(Error::LockLost),
-        }
+/// Another hold of `mode` as the owner of `hold`: granted at once while `hold` lives.
+pub(crate) async fn again(hold: &Hold, mode: Mode) -> Result<Hold> {
+    if hold.state.is_lost() {
+        return Err(Error::LockLost);
+    }
+    match try_hold(&hold.raw, hold.owner.clone(), Ask::Again(mode)).await? {
+        Some(hold) => Ok(hold),
+        // the owner holds nothing any more: this hold is gone
+        None => Err(Error::LockLost),
     }
 }
 

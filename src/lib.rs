@@ -199,6 +199,7 @@ mod lock;
 mod message;
 mod mode;
 mod observe;
+mod raw;
 mod renewal;
 pub mod scripts;
 mod shared;

@@ -122,7 +122,7 @@ async fn renew_all(
                     async move {
                         inner
                             .scripts
-                            .renew(&c, &inner.counters, t, lease_ms, owners)
+                            .renew(inner.on(&c, *t), lease_ms, owners)
                             .await
                     }
                 })

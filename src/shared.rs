@@ -13,7 +13,7 @@ use crate::cluster::Cluster;
 use crate::config::{Durability, LockConfig};
 use crate::error::Result;
 use crate::lease::Keeper;
-use crate::scripts::{Confirm, Counters, Scripts};
+use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
@@ -33,6 +33,15 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// A script call on `client` (a connection to the node of the target's slot).
+    pub fn on<'a>(&'a self, client: &'a Client, target: Target<'a>) -> On<'a> {
+        On {
+            client,
+            counters: &self.counters,
+            target,
+        }
+    }
+
     /// A hold id no other hold of this process has; the random start keeps ids apart
     /// from other processes that use the same explicit owner token.
     pub fn next_hold_id(&self) -> u64 {

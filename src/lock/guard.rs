@@ -1,6 +1,6 @@
 //! RAII guards: a granted hold, renewed while it lives, released when dropped.
 
-use crate::acquire::Ask;
+use crate::acquire::{self, Ask};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
@@ -89,7 +89,7 @@ macro_rules! guard_common {
         /// ```
         pub async fn read_again(&self) -> Result<ReadGuard> {
             Ok(ReadGuard {
-                hold: self.hold.again(Mode::Read).await?,
+                hold: acquire::again(&self.hold, Mode::Read).await?,
                 lock: self.lock.clone(),
             })
         }
@@ -234,7 +234,7 @@ impl WriteGuard {
     /// ```
     pub async fn write_again(&self) -> Result<WriteGuard> {
         Ok(WriteGuard {
-            hold: self.hold.again(Mode::Write).await?,
+            hold: acquire::again(&self.hold, Mode::Write).await?,
             lock: self.lock.clone(),
         })
     }
@@ -292,11 +292,7 @@ impl UpgradableReadGuard {
         let ask = Ask::Upgrade { from: self.hold.id };
         self.hold.state.set_converting(true);
         // (an error drops the guard: its hold is released)
-        let write = self
-            .hold
-            .site
-            .wait_hold(self.hold.owner.clone(), ask, None)
-            .await?;
+        let write = acquire::wait_hold(&self.hold.raw, self.hold.owner.clone(), ask, None).await?;
         Ok(WriteGuard {
             hold: self.hold.upgraded(write).await?,
             lock: self.lock.clone(),
@@ -335,13 +331,10 @@ impl UpgradableReadGuard {
         timeout: std::time::Duration,
     ) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
         let ask = Ask::Upgrade { from: self.hold.id };
-        let site = self.hold.site.clone();
+        let raw = self.hold.raw.clone();
         self.hold.state.set_converting(true);
         // (an error other than the timeout drops the guard: its hold is released)
-        match site
-            .wait_hold(self.hold.owner.clone(), ask, Some(timeout))
-            .await
-        {
+        match acquire::wait_hold(&raw, self.hold.owner.clone(), ask, Some(timeout)).await {
             Ok(write) => Ok(Ok(WriteGuard {
                 hold: self.hold.upgraded(write).await?,
                 lock: self.lock.clone(),
@@ -374,9 +367,9 @@ impl UpgradableReadGuard {
     /// ```
     pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
         let ask = Ask::Upgrade { from: self.hold.id };
-        let site = self.hold.site.clone();
+        let raw = self.hold.raw.clone();
         self.hold.state.set_converting(true);
-        let outcome = site.try_hold(self.hold.owner.clone(), ask).await;
+        let outcome = acquire::try_hold(&raw, self.hold.owner.clone(), ask).await;
         if !matches!(outcome, Ok(Some(_))) {
             self.hold.state.set_converting(false);
         }

@@ -8,10 +8,11 @@ mod guard;
 
 pub use guard::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
 
+use crate::acquire;
 use crate::acquire::Ask;
 use crate::error::Result;
-use crate::hold::Site;
 use crate::mode::Mode;
+use crate::raw::RawLock;
 use crate::shared::Inner;
 
 #[cfg(doc)]
@@ -50,7 +51,7 @@ use crate::error::Error;
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
-    site: Site,
+    raw: RawLock,
     owner: Arc<str>,
     /// The owner token was given by the user: every hold is taken as it (reentrant).
     explicit: bool,
@@ -59,9 +60,9 @@ pub struct RwLock {
 impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RwLock")
-            .field("name", &self.site.name)
-            .field("key", &self.site.key)
-            .field("slot", &self.site.slot)
+            .field("name", &self.raw.name)
+            .field("key", &self.raw.key)
+            .field("slot", &self.raw.slot)
             .field("owner", &self.owner)
             .field("explicit_owner", &self.explicit)
             .finish()
@@ -151,7 +152,7 @@ macro_rules! acquire_doc {
 impl RwLock {
     pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String, explicit: bool) -> RwLock {
         RwLock {
-            site: Site::new(inner, name),
+            raw: RawLock::new(inner, name),
             owner: owner.into(),
             explicit,
         }
@@ -186,7 +187,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.site.name
+        &self.raw.name
     }
 
     /// The hash key that holds the lock's state: `<prefix>:{<name>}`, or `<prefix>:<name>`
@@ -200,7 +201,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn key(&self) -> &str {
-        &self.site.key
+        &self.raw.key
     }
 
     /// The channel that release messages go to: `<key>:released` (same slot).
@@ -211,7 +212,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn channel(&self) -> &str {
-        &self.site.channel
+        &self.raw.channel
     }
 
     /// The key's cluster hash slot, computed locally; equals `CLUSTER KEYSLOT <key>`.
@@ -222,7 +223,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn slot(&self) -> u16 {
-        self.site.slot
+        self.raw.slot
     }
 
     /// The owner token: the one given to [`with_owner`](Self::with_owner), or, for a
@@ -267,7 +268,7 @@ impl RwLock {
         if self.explicit {
             self.owner.clone()
         } else {
-            format!("{}:{}", self.owner, self.site.inner.next_hold_id()).into()
+            format!("{}:{}", self.owner, self.raw.inner.next_hold_id()).into()
         }
     }
 
@@ -282,10 +283,8 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read(&self) -> Result<ReadGuard> {
-        let hold = self
-            .site
-            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), None)
-            .await?;
+        let hold =
+            acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Read), None).await?;
         Ok(self.read_guard(hold))
     }
 
@@ -300,10 +299,8 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
-        let hold = self
-            .site
-            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), None)
-            .await?;
+        let hold =
+            acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Write), None).await?;
         Ok(self.write_guard(hold))
     }
 
@@ -322,10 +319,13 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn upgradable_read(&self) -> Result<UpgradableReadGuard> {
-        let hold = self
-            .site
-            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable), None)
-            .await?;
+        let hold = acquire::wait_hold(
+            &self.raw,
+            self.hold_owner(),
+            Ask::Hold(Mode::Upgradable),
+            None,
+        )
+        .await?;
         Ok(self.upgradable_guard(hold))
     }
 
@@ -344,10 +344,13 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
-        let hold = self
-            .site
-            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Read), Some(timeout))
-            .await?;
+        let hold = acquire::wait_hold(
+            &self.raw,
+            self.hold_owner(),
+            Ask::Hold(Mode::Read),
+            Some(timeout),
+        )
+        .await?;
         Ok(self.read_guard(hold))
     }
 
@@ -363,10 +366,13 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
-        let hold = self
-            .site
-            .wait_hold(self.hold_owner(), Ask::Hold(Mode::Write), Some(timeout))
-            .await?;
+        let hold = acquire::wait_hold(
+            &self.raw,
+            self.hold_owner(),
+            Ask::Hold(Mode::Write),
+            Some(timeout),
+        )
+        .await?;
         Ok(self.write_guard(hold))
     }
 
@@ -382,14 +388,13 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn upgradable_read_timeout(&self, timeout: Duration) -> Result<UpgradableReadGuard> {
-        let hold = self
-            .site
-            .wait_hold(
-                self.hold_owner(),
-                Ask::Hold(Mode::Upgradable),
-                Some(timeout),
-            )
-            .await?;
+        let hold = acquire::wait_hold(
+            &self.raw,
+            self.hold_owner(),
+            Ask::Hold(Mode::Upgradable),
+            Some(timeout),
+        )
+        .await?;
         Ok(self.upgradable_guard(hold))
     }
 
@@ -405,10 +410,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        let hold = self
-            .site
-            .try_hold(self.hold_owner(), Ask::Hold(Mode::Read))
-            .await?;
+        let hold = acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Read)).await?;
         Ok(hold.map(|hold| self.read_guard(hold)))
     }
 
@@ -424,10 +426,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        let hold = self
-            .site
-            .try_hold(self.hold_owner(), Ask::Hold(Mode::Write))
-            .await?;
+        let hold = acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Write)).await?;
         Ok(hold.map(|hold| self.write_guard(hold)))
     }
 
@@ -444,10 +443,8 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_upgradable_read(&self) -> Result<Option<UpgradableReadGuard>> {
-        let hold = self
-            .site
-            .try_hold(self.hold_owner(), Ask::Hold(Mode::Upgradable))
-            .await?;
+        let hold =
+            acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Upgradable)).await?;
         Ok(hold.map(|hold| self.upgradable_guard(hold)))
     }
 
@@ -470,13 +467,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn state(&self) -> Result<LockState> {
-        let inner = &self.site.inner;
-        let t = self.site.target();
-        let raw = inner
-            .call(self.site.slot, |c| async move {
-                inner.scripts.state(&c, &inner.counters, &t).await
-            })
-            .await?;
+        let raw = self.raw.state().await?;
         let holders: Vec<Holder> = raw
             .holders
             .into_iter()

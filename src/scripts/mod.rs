@@ -201,6 +201,15 @@ pub(crate) struct Target<'a> {
     pub confirm: Option<Confirm>,
 }
 
+/// Where a script call goes: the connection to the node that serves the lock's slot, the
+/// client's counters, and the lock (its key, and how the call is confirmed).
+#[derive(Clone, Copy)]
+pub(crate) struct On<'a> {
+    pub client: &'a Client,
+    pub counters: &'a Counters,
+    pub target: Target<'a>,
+}
+
 /// `WAIT wanted timeout_ms` after a script, in the same round trip on the same
 /// connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,14 +329,8 @@ impl Scripts {
     /// EVALSHA, loading the script again on NOSCRIPT; with `t.confirm`, in one round trip
     /// with the WAIT that confirms it ([`Error::NotReplicated`] when too few replicas
     /// acknowledged: what the script did stays on the master, for the caller to undo).
-    async fn run(
-        &self,
-        client: &Client,
-        counters: &Counters,
-        script: &Script,
-        t: &Target<'_>,
-        args: Vec<String>,
-    ) -> Result<Value> {
+    async fn run(&self, on: On<'_>, script: &Script, args: Vec<String>) -> Result<Value> {
+        let (client, counters, t) = (on.client, on.counters, &on.target);
         match t.confirm {
             None => {
                 self.run_unconfirmed(client, counters, script, t, args)
@@ -409,19 +412,16 @@ impl Scripts {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub async fn acquire(
         &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
+        on: On<'_>,
         mode: Mode,
         owner: &str,
         hold: u64,
         lease_ms: u64,
         intent: Intent,
     ) -> Result<Attempt> {
-        counters.attempts.fetch_add(1, Ordering::Relaxed);
+        on.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let args = vec![
             mode.arg().to_string(),
             owner.to_string(),
@@ -429,36 +429,23 @@ impl Scripts {
             lease_ms.to_string(),
             intent.arg().to_string(),
         ];
-        let reply = self.run(client, counters, &self.acquire, t, args).await?;
-        let parts = status(t.key, reply)?;
+        let reply = self.run(on, &self.acquire, args).await?;
+        let parts = status(on.target.key, reply)?;
         attempt("acquire", &parts, (-1, Attempt::UpgradeDeadlock))
     }
 
     /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
-    pub async fn release(
-        &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
-        owner: &str,
-        hold: u64,
-    ) -> Result<bool> {
+    pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<bool> {
         let args = vec![owner.to_string(), hold.to_string()];
-        let parts = status(
-            t.key,
-            self.run(client, counters, &self.release, t, args).await?,
-        )?;
+        let parts = status(on.target.key, self.run(on, &self.release, args).await?)?;
         Ok(code(&parts)? == 1)
     }
 
     /// Turns hold `from` (write, or upgradable) into hold `to` of mode `mode` (read, or
     /// upgradable from write): the new hold's fence, or `None` when `from` was gone.
-    #[allow(clippy::too_many_arguments)]
     pub async fn downgrade(
         &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
+        on: On<'_>,
         owner: &str,
         from: u64,
         to: u64,
@@ -472,10 +459,7 @@ impl Scripts {
             lease_ms.to_string(),
             mode.arg().to_string(),
         ];
-        let parts = status(
-            t.key,
-            self.run(client, counters, &self.downgrade, t, args).await?,
-        )?;
+        let parts = status(on.target.key, self.run(on, &self.downgrade, args).await?)?;
         match code(&parts)? {
             1 => Ok(Some(number(parts.get(1))?)),
             _ => Ok(None),
@@ -484,19 +468,16 @@ impl Scripts {
 
     /// Turns upgradable hold `from` into write hold `to`; `wait`: leave the upgrade
     /// pending when readers still hold.
-    #[allow(clippy::too_many_arguments)]
     pub async fn upgrade(
         &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
+        on: On<'_>,
         owner: &str,
         from: u64,
         to: u64,
         lease_ms: u64,
         wait: bool,
     ) -> Result<Attempt> {
-        counters.attempts.fetch_add(1, Ordering::Relaxed);
+        on.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let args = vec![
             owner.to_string(),
             from.to_string(),
@@ -504,10 +485,7 @@ impl Scripts {
             lease_ms.to_string(),
             if wait { "1" } else { "0" }.to_string(),
         ];
-        let parts = status(
-            t.key,
-            self.run(client, counters, &self.upgrade, t, args).await?,
-        )?;
+        let parts = status(on.target.key, self.run(on, &self.upgrade, args).await?)?;
         attempt("upgrade", &parts, (2, Attempt::Gone))
     }
 
@@ -515,51 +493,32 @@ impl Scripts {
     /// for each owner, the ids of those it still has.
     pub async fn renew(
         &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
+        on: On<'_>,
         lease_ms: u64,
         owners: &[(&str, &[u64])],
     ) -> Result<Vec<Vec<u64>>> {
         let mut args = vec![lease_ms.to_string()];
         args.extend(owners.iter().map(|(o, ids)| renew_arg(o, ids)));
-        parse_renew(
-            t.key,
-            self.run(client, counters, &self.renew, t, args).await?,
-        )
+        parse_renew(on.target.key, self.run(on, &self.renew, args).await?)
     }
 
     /// Leaves the writer queue and gives back hold `hold` if it was handed over.
     pub async fn withdraw(
         &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
+        on: On<'_>,
         owner: &str,
         hold: u64,
         upgrading_from: Option<u64>,
     ) -> Result<()> {
         let mut args = vec![owner.to_string(), hold.to_string()];
         args.extend(upgrading_from.map(|from| from.to_string()));
-        status(
-            t.key,
-            self.run(client, counters, &self.withdraw, t, args).await?,
-        )?;
+        status(on.target.key, self.run(on, &self.withdraw, args).await?)?;
         Ok(())
     }
 
     /// The fence, the holders and the queued writers.
-    pub async fn state(
-        &self,
-        client: &Client,
-        counters: &Counters,
-        t: &Target<'_>,
-    ) -> Result<RawState> {
-        let parts = status(
-            t.key,
-            self.run(client, counters, &self.state, t, Vec::new())
-                .await?,
-        )?;
+    pub async fn state(&self, on: On<'_>) -> Result<RawState> {
+        let parts = status(on.target.key, self.run(on, &self.state, Vec::new()).await?)?;
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
         }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 
-use super::{Attempt, Counters, Intent, Scripts, Target};
+use super::{Attempt, Counters, Intent, On, Scripts, Target};
 use crate::mode::Mode;
 
 const LEASE_MS: u64 = 30_000;
@@ -60,7 +60,11 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let node = node_for(cluster, &fast_key, &fast).await;
     general.load_all(&node).await.unwrap();
     let counters = Counters::default();
-    let target = |key| Target { key, confirm: None };
+    let on = |key| On {
+        client: &node,
+        counters: &counters,
+        target: Target { key, confirm: None },
+    };
 
     let mut hold = 0;
     for (step, mode) in [Mode::Write, Mode::Read, Mode::Upgradable, Mode::Write]
@@ -71,16 +75,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         // a grant on a free lock (no hash at first, then the tombstone of the release)
         for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
             let a = scripts
-                .acquire(
-                    &node,
-                    &counters,
-                    &target(key),
-                    mode,
-                    "owner-1",
-                    hold,
-                    LEASE_MS,
-                    Intent::Wait,
-                )
+                .acquire(on(key), mode, "owner-1", hold, LEASE_MS, Intent::Wait)
                 .await
                 .unwrap();
             assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
@@ -100,10 +95,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
 
         // the release of the only hold: the tombstone
         for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
-            let released = scripts
-                .release(&node, &counters, &target(key), "owner-1", hold)
-                .await
-                .unwrap();
+            let released = scripts.release(on(key), "owner-1", hold).await.unwrap();
             assert!(released, "{key}");
         }
         let (f, g) = (
@@ -148,18 +140,20 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     );
     let scripts = Scripts::new("spublish");
     let node = node_for(cluster, &key, &scripts).await;
-    let (counters, t) = (
-        Counters::default(),
-        Target {
+    let counters = Counters::default();
+    let on = On {
+        client: &node,
+        counters: &counters,
+        target: Target {
             key: &key,
             confirm: None,
         },
-    );
+    };
     let acquire = |mode, owner: &'static str, hold| {
-        let (scripts, node, counters, t) = (&scripts, &node, &counters, &t);
+        let scripts = &scripts;
         async move {
             scripts
-                .acquire(node, counters, t, mode, owner, hold, LEASE_MS, Intent::Try)
+                .acquire(on, mode, owner, hold, LEASE_MS, Intent::Try)
                 .await
                 .unwrap()
         }
@@ -174,22 +168,16 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     ));
     // the upgrade (hold 1 into write hold 2) waits for the reader: pending
     let a = scripts
-        .upgrade(&node, &counters, &t, "up", 1, 2, LEASE_MS, true)
+        .upgrade(on, "up", 1, 2, LEASE_MS, true)
         .await
         .unwrap();
     assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
     // the reader leaves: the pending upgrade becomes write hold 2
-    assert!(scripts
-        .release(&node, &counters, &t, "reader", 1)
-        .await
-        .unwrap());
+    assert!(scripts.release(on, "reader", 1).await.unwrap());
     let entry: String = node.hget(&key, "o:up").await.unwrap();
     assert!(entry.starts_with("w2:"), "{entry}");
     // ... just as the caller gave up
-    scripts
-        .withdraw(&node, &counters, &t, "up", 2, Some(1))
-        .await
-        .unwrap();
+    scripts.withdraw(on, "up", 2, Some(1)).await.unwrap();
     let entry: Option<String> = node.hget(&key, "o:up").await.unwrap();
     let (writer, upgrader): (Option<String>, Option<String>) = (
         node.hget(&key, "w").await.unwrap(),

@@ -1,0 +1,222 @@
+//! The raw lock: one lock on one client's connections, and one call per script, each
+//! routed to the node that serves the lock's slot, sent (with its `WAIT` where the call
+//! grants or renews) and read into a typed reply. Nothing here waits, retries a refusal
+//! or cleans up: that is the policy above it.
+//!
+//! ```text
+//!   RwLock, guards          the safe API: holds as RAII values          (lock/)
+//!        |
+//!   acquire, Hold           waiting, hand-offs, confirmation, clean-up  (acquire.rs, hold.rs)
+//!        |                  and the renewal book and task               (lease.rs, renewal.rs)
+//!   RawLock                 one call per script: route, script, reply   (raw.rs)
+//!        |
+//!   Scripts, Router         the Lua scripts and typed replies; routing  (scripts/, cluster/)
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::mode::Mode;
+use crate::scripts::{Attempt, Intent, RawState, Target};
+use crate::shared::Inner;
+use crate::slot;
+
+/// One lock on one client: its name, key, release channel and slot, and the calls on it.
+#[derive(Clone)]
+pub(crate) struct RawLock {
+    pub inner: Arc<Inner>,
+    pub name: Arc<str>,
+    pub key: Arc<str>,
+    pub channel: Arc<str>,
+    pub slot: u16,
+}
+
+impl RawLock {
+    pub fn new(inner: Arc<Inner>, name: &str) -> RawLock {
+        let key = keys::lock_key(&inner.config.prefix, name);
+        let channel = keys::channel(&key);
+        RawLock {
+            slot: slot::key_slot(key.as_bytes()),
+            inner,
+            name: name.into(),
+            key: key.into(),
+            channel: channel.into(),
+        }
+    }
+
+    /// Whether grants and renewals made now are confirmed by replicas (see
+    /// [`Durability`](crate::Durability)).
+    pub fn confirms(&self, deadline: Option<Instant>) -> bool {
+        self.inner.confirm(self.slot, deadline).is_some()
+    }
+
+    /// One attempt at hold `id` of `mode` for `owner` (`lua/acquire.lua`), confirmed
+    /// by the replicas, never past `deadline`.
+    pub async fn acquire(
+        &self,
+        owner: &str,
+        mode: Mode,
+        id: u64,
+        intent: Intent,
+        deadline: Option<Instant>,
+    ) -> Result<Attempt> {
+        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let lease = inner.lease_ms();
+        self.call(|c| async move {
+            let on = inner.on(&c, t);
+            inner
+                .scripts
+                .acquire(on, mode, owner, id, lease, intent)
+                .await
+        })
+        .await
+    }
+
+    /// One attempt to turn upgradable hold `from` into write hold `to`
+    /// (`lua/upgrade.lua`; `wait`: left pending while readers hold), confirmed by the
+    /// replicas, never past `deadline`.
+    pub async fn upgrade(
+        &self,
+        owner: &str,
+        (from, to): (u64, u64),
+        wait: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Attempt> {
+        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let lease = inner.lease_ms();
+        self.call(|c| async move {
+            let on = inner.on(&c, t);
+            inner
+                .scripts
+                .upgrade(on, owner, from, to, lease, wait)
+                .await
+        })
+        .await
+    }
+
+    /// Turns hold `from` of `owner` into hold `to` of `mode` (`lua/downgrade.lua`): its
+    /// fence, or `None` when `from` was gone. Not confirmed: a replica that misses it
+    /// keeps the stronger hold.
+    pub async fn convert(
+        &self,
+        owner: &str,
+        from: u64,
+        to: u64,
+        mode: Mode,
+    ) -> Result<Option<u64>> {
+        let (inner, t) = (&self.inner, self.target());
+        let lease = inner.lease_ms();
+        self.call(|c| async move {
+            let on = inner.on(&c, t);
+            inner
+                .scripts
+                .downgrade(on, owner, from, to, mode, lease)
+                .await
+        })
+        .await
+    }
+
+    /// Gives back hold `id` of `owner` (`lua/release.lua`), following the cluster for at
+    /// most `budget`. True when released, and also when a sending found nothing after an
+    /// earlier one whose outcome is unknown (no reply, a timeout, a connection lost): that
+    /// one may have released it, and the caller, which checked its belief deadline before
+    /// sending, held it until then.
+    pub async fn release(&self, owner: &str, id: u64, budget: Duration) -> Result<bool> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (inner, t) = (&self.inner, self.target());
+        // a sending is "in flight" until its reply says whether the script ran
+        let (in_flight, unsure) = (AtomicBool::new(false), AtomicBool::new(false));
+        let released = inner
+            .call_within(self.slot, budget, |c| {
+                if in_flight.swap(true, Ordering::AcqRel) {
+                    unsure.store(true, Ordering::Release);
+                }
+                let in_flight = &in_flight;
+                async move {
+                    let reply = inner.scripts.release(inner.on(&c, t), owner, id).await;
+                    // a redirect: the script did not run there
+                    let redirected =
+                        matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
+                    if reply.is_ok() || redirected {
+                        in_flight.store(false, Ordering::Release);
+                    }
+                    reply
+                }
+            })
+            .await?;
+        Ok(released || unsure.load(Ordering::Acquire))
+    }
+
+    /// How long a release is followed through timeouts and failovers: a lease (a hold not
+    /// given back by then has expired), and at least the command timeout.
+    pub fn release_budget(&self) -> Duration {
+        let config = &self.inner.config;
+        config.lease.max(config.command_timeout)
+    }
+
+    /// Takes the writer `owner` out of the queue (or its upgrade out of pending) and gives
+    /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
+    /// from the upgradable hold `from`, such a write hold turns back into that hold.
+    pub async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
+        let (inner, t) = (&self.inner, self.target());
+        self.call(|c| async move {
+            inner
+                .scripts
+                .withdraw(inner.on(&c, t), owner, id, from)
+                .await
+        })
+        .await
+    }
+
+    /// Renews the named holds of each owner (`lua/renew.lua`), confirmed by the replicas,
+    /// never past `deadline`: for each owner, the ids of those it still has.
+    pub async fn renew(
+        &self,
+        owners: &[(&str, &[u64])],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Vec<u64>>> {
+        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let lease = inner.lease_ms();
+        self.call(|c| async move { inner.scripts.renew(inner.on(&c, t), lease, owners).await })
+            .await
+    }
+
+    /// The fence, the holders and the queued writers (`lua/state.lua`).
+    pub async fn state(&self) -> Result<RawState> {
+        let (inner, t) = (&self.inner, self.target());
+        self.call(|c| async move { inner.scripts.state(inner.on(&c, t)).await })
+            .await
+    }
+
+    /// Sends a command for this lock to the node that serves its slot (see
+    /// [`Router::call`](crate::cluster::router::Router::call)).
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut(fred::prelude::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.inner.call(self.slot, op).await
+    }
+
+    /// The lock, for a call whose writes need no confirmation (releases, withdrawals,
+    /// downgrades: a replica that misses them keeps more than the master, never less).
+    fn target(&self) -> Target<'_> {
+        Target {
+            key: &self.key,
+            confirm: None,
+        }
+    }
+
+    /// The lock, for a grant or renewal: confirmed by the replicas that could be promoted
+    /// (see [`Durability`](crate::Durability)), never past `deadline`.
+    fn confirmed_target(&self, deadline: Option<Instant>) -> Target<'_> {
+        Target {
+            key: &self.key,
+            confirm: self.inner.confirm(self.slot, deadline),
+        }
+    }
+}
