@@ -81,8 +81,9 @@
 //!   ([`RwLock::upgradable_read`]); it shares with plain readers and excludes writers.
 //!   [`UpgradableReadGuard::upgrade`] waits for the plain readers to leave (new readers
 //!   wait behind it, as behind a queued writer) and becomes write before any queued
-//!   writer, with a higher fence: no writer gets in between. Writes downgrade to read or
-//!   to upgradable read in one step.
+//!   writer, with a higher fence: no writer gets in between;
+//!   [`UpgradableReadGuard::upgrade_timeout`] gives the upgradable guard back when the
+//!   readers stay. Writes downgrade to read or to upgradable read in one step.
 //! - **Confirmed grants, by default.** A grant or a renewal counts only once the replicas
 //!   that could be promoted in place of the slot's master have it: each is sent with a
 //!   `WAIT` for the replicas the cluster does not flag as failing, in the same round trip
@@ -182,8 +183,24 @@
 //! at `warn` for a lost lease, a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
 //! subscriber connection made again. Nothing above `debug` on the hot path.
 //!
+//! # Errors
+//! [`Error`] is the crate's own: [`Error::is_retryable`] tells the errors after which the
+//! same call may succeed a little later (no answer in time, a failover under way, a grant
+//! the replicas did not confirm) from those it cannot (a bad name or owner, a lost lease,
+//! a key that is not a lock, a refused permission). The Redis client's error is the
+//! `source()` of [`Error::Redis`]; the client is re-exported as [`fred`].
+//!
+//! # Crates
+//! This crate is the lock. Its workspace also has `cluster-rwlock-testkit`, the six-node
+//! test cluster with its faults (for tests: `[dev-dependencies]`), and
+//! `cluster-rwlock-cli`, the `cluster-rwlock` command (`cargo install`); neither is a
+//! dependency of this one.
+//!
 //! # Layout
-//! The hash layout and the scripts' rules are documented in [`scripts`].
+//! The hash layout and the scripts' rules are documented in [`scripts`]. Inside, one
+//! type per lock makes the calls of the scripts (route, script, typed reply); the
+//! waiting, hand-offs, confirmation and clean-up sit above it, and [`RwLock`] and the
+//! guards above those.
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -246,12 +263,18 @@ mod tests {
 
     /// Compiled, never run: the futures of the API can be spawned.
     #[allow(dead_code)]
-    fn futures_are_send(lock: &RwLock, w: WriteGuard, u: UpgradableReadGuard) {
+    fn futures_are_send(
+        lock: &RwLock,
+        w: WriteGuard,
+        u: UpgradableReadGuard,
+        u2: UpgradableReadGuard,
+    ) {
         send(&lock.read());
         send(&lock.write_timeout(std::time::Duration::ZERO));
         send(&lock.try_upgradable_read());
         send(&lock.state());
         send(&w.downgrade());
         send(&u.upgrade());
+        send(&u2.upgrade_timeout(std::time::Duration::ZERO));
     }
 }

@@ -42,9 +42,13 @@
 //!
 //! Every script starts with two lines the client adds (`OWNER_ARG`, where the caller's
 //! owner token is in `ARGV`; `PUBLISH`, the command of release messages), then
-//! `lua/layout.lua` (the layout version, and `FENCE_MEMORY`, how long a tombstone stays).
+//! `lua/layout.lua`, the layout's vocabulary (its version, `FENCE_MEMORY`, how long a
+//! tombstone stays, the reply codes, and the patterns of the summary and of a hold:
+//! constants only, since every statement before the fast paths costs each call; the
+//! functions that write these encodings open `lua/lib.lua`).
 //! The two calls of an uncontended cycle have fast paths, which run next and write
-//! exactly what the general part would write, without its parsing and bookkeeping:
+//! exactly what the general part would write, without its parsing and bookkeeping (a
+//! test runs both on a live server and compares the hashes they leave):
 //! `lua/fast_acquire.lua` (the lock is free: no hash, or a tombstone; `HGET` of the
 //! summary, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`, `PEXPIRE`)
 //! and `lua/fast_release.lua` (one `HMGET` of the summary and the caller's entry; the
@@ -74,6 +78,9 @@
 //!   `FENCE_MEMORY` (a minute) apart. A call sent again that finds the hold its first
 //!   sending granted writes the owner's entry again with a fresh deadline, so that the
 //!   `WAIT` that follows it covers the grant.
+//! - A writer or an upgrade that gives up withdraws (`lua/withdraw.lua`): out of the
+//!   queue or out of pending, and a hold handed over meanwhile is given back; an upgrade
+//!   that names the upgradable hold it started from gets that hold back instead.
 //! - Releases publish on `<key>:released` who may proceed, and only when someone waits:
 //!   `g <owner> <hold id> <fence>` (the lock was handed to that writer or upgrader), `*`
 //!   (anyone) or `r` (readers).
