@@ -120,6 +120,11 @@
 //!   slot to its new master after failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
+//! - **No call hangs.** `*_timeout` returns within its time, also while the slot's master
+//!   hangs ([`UpgradableReadGuard::upgrade_timeout`] within half a second more: it
+//!   withdraws the pending upgrade before it gives the guard back). Other calls are
+//!   bounded by the command timeout ([`LockConfig::command_timeout`]); a release is
+//!   followed through failovers for up to a lease.
 //!
 //! # Failure modes
 //! What the guarantees assume, and what they cannot cover (measured under random faults
@@ -143,6 +148,8 @@
 //! - **The weaker mode**, [`Durability::MasterOnly`]: a grant or renewal the replica did
 //!   not get is lost at failover while its holder goes on; a demoted master that wakes up
 //!   may grant fences above its successor's.
+//! - **A single node** (a URL that is not a cluster) has no replicas the client knows
+//!   of: its grants are confirmed alone.
 //! - A master that hangs (frozen, or cut off by a partition) affects only the locks of
 //!   its own slots, and only until the cluster fails it over: the client has connections
 //!   per node, reads the slot map from the nodes that answer (merged by config epoch, so
