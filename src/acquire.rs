@@ -81,23 +81,27 @@ impl Leftovers {
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
     /// keeps its upgradable hold, which is not known to be intact until the withdrawal
     /// has run; within `budget` (the caller's time is up already). When it fails or takes
-    /// longer, it stays armed: `Drop` tries again in the background. Other attempts
-    /// leave it all to `Drop`.
+    /// longer, the caller gives the upgradable hold up, and `Drop` withdraws again in the
+    /// background, now taking back a write hold granted meanwhile rather than turning it
+    /// into an upgradable hold that nobody would release. Other attempts leave it all to
+    /// `Drop`.
     async fn settle(&mut self, budget: Duration) -> Result<()> {
         if !self.armed || self.from.is_none() {
             return Ok(());
         }
         let withdraw = abandon(&self.raw, &self.owner, self.id, self.write, self.from);
-        match tokio::time::timeout(budget, withdraw).await {
+        let outcome = match tokio::time::timeout(budget, withdraw).await {
             Ok(Ok(())) => {
                 self.armed = false;
-                Ok(())
+                return Ok(());
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Unavailable(format!(
+            Ok(Err(e)) => e,
+            Err(_) => Error::Unavailable(format!(
                 "the withdrawal of an upgrade that ran out of time took over {budget:?}"
-            ))),
-        }
+            )),
+        };
+        self.from = None;
+        Err(outcome)
     }
 }
 
