@@ -80,15 +80,16 @@ struct Leftovers {
 impl Leftovers {
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
     /// keeps its upgradable hold, which is not known to be intact until the withdrawal
-    /// has run; within `budget` (the caller's time is up already). When it fails or takes
-    /// longer, the caller gives the upgradable hold up, and `Drop` withdraws again in the
-    /// background, now taking back a write hold granted meanwhile rather than turning it
-    /// into an upgradable hold that nobody would release. Other attempts leave it all to
-    /// `Drop`.
-    async fn settle(&mut self, budget: Duration) -> Result<()> {
+    /// has run; within `SETTLE_BUDGET` (the caller's time is up already; the command
+    /// timeout, if less). When it fails or takes longer, the caller gives the upgradable
+    /// hold up, and `Drop` withdraws again in the background, now taking back a write
+    /// hold granted meanwhile rather than turning it into an upgradable hold that nobody
+    /// would release. Other attempts leave it all to `Drop`.
+    async fn settle(&mut self) -> Result<()> {
         if !self.armed || self.from.is_none() {
             return Ok(());
         }
+        let budget = self.raw.inner.config.command_timeout.min(SETTLE_BUDGET);
         let withdraw = abandon(&self.raw, &self.owner, self.id, self.write, self.from);
         let outcome = match tokio::time::timeout(budget, withdraw).await {
             Ok(Ok(())) => {
@@ -221,10 +222,9 @@ async fn wait_loop(
         armed: false,
     };
     // an upgrade that runs out of time withdraws before it returns (see `settle`)
-    let settle_budget = inner.config.command_timeout.min(SETTLE_BUDGET);
     macro_rules! give_up {
         () => {
-            return Err(match leftovers.settle(settle_budget).await {
+            return Err(match leftovers.settle().await {
                 Ok(()) => timed_out(),
                 Err(e) => e,
             })
@@ -304,8 +304,7 @@ async fn wait_loop(
                 {
                     if handed == id {
                         // the releaser handed the lock over: taken once confirmed
-                        let taken =
-                            handed_over(lock, &owner, id, leftovers.from, (fence, deadline));
+                        let taken = handed_over(lock, &owner, id, leftovers.from, fence, deadline);
                         let Some(taken) = within(deadline, taken).await else {
                             // (the armed leftovers give the hold back)
                             give_up!();
@@ -357,12 +356,13 @@ async fn handed_over(
     owner: &Arc<str>,
     id: u64,
     from: Option<u64>,
-    (fence, deadline): (u64, Option<Instant>),
+    fence: u64,
+    deadline: Option<Instant>,
 ) -> Result<Hold> {
     let sent = Instant::now();
-    if lock.confirms(deadline) {
+    if let Some(confirm) = lock.confirmation(deadline) {
         let ids = [id];
-        let present = lock.renew(&[(&**owner, &ids[..])], deadline).await;
+        let present = lock.renew(&[(&**owner, &ids[..])], Some(confirm)).await;
         match present {
             Ok(p) if p.first().is_some_and(|ids| ids.contains(&id)) => {}
             // gone (it ran out, or the message came from a master that lost the slot)
@@ -435,7 +435,7 @@ async fn attempt(
             };
             lock.acquire(owner, mode, id, intent, deadline).await
         }
-        Ask::Upgrade { from } => lock.upgrade(owner, (from, id), wait, deadline).await,
+        Ask::Upgrade { from } => lock.upgrade(owner, from, id, wait, deadline).await,
     };
     let reply = match reply {
         Err(e @ Error::NotReplicated { .. }) => {

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{Attempt, Intent, RawState, Target};
+use crate::scripts::{Attempt, Confirm, Intent, RawState, Target};
 use crate::shared::Inner;
 use crate::slot;
 
@@ -48,10 +48,10 @@ impl RawLock {
         }
     }
 
-    /// Whether grants and renewals made now are confirmed by replicas (see
-    /// [`Durability`](crate::Durability)).
-    pub fn confirms(&self, deadline: Option<Instant>) -> bool {
-        self.inner.confirm(self.slot, deadline).is_some()
+    /// How grants and renewals made now are confirmed by replicas, never past
+    /// `deadline` (`None`: not at all; see [`Durability`](crate::Durability)).
+    pub fn confirmation(&self, deadline: Option<Instant>) -> Option<Confirm> {
+        self.inner.confirm(self.slot, deadline)
     }
 
     /// One attempt at hold `id` of `mode` for `owner` (`lua/acquire.lua`), confirmed
@@ -82,7 +82,8 @@ impl RawLock {
     pub async fn upgrade(
         &self,
         owner: &str,
-        (from, to): (u64, u64),
+        from: u64,
+        to: u64,
         wait: bool,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
@@ -172,14 +173,19 @@ impl RawLock {
         .await
     }
 
-    /// Renews the named holds of each owner (`lua/renew.lua`), confirmed by the replicas,
-    /// never past `deadline`: for each owner, the ids of those it still has.
+    /// Renews the named holds of each owner (`lua/renew.lua`), confirmed as `confirm`
+    /// says (see [`confirmation`](Self::confirmation)): for each owner, the ids of those
+    /// it still has.
     pub async fn renew(
         &self,
         owners: &[(&str, &[u64])],
-        deadline: Option<Instant>,
+        confirm: Option<Confirm>,
     ) -> Result<Vec<Vec<u64>>> {
-        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let inner = &self.inner;
+        let t = Target {
+            key: &self.key,
+            confirm,
+        };
         let lease = inner.lease_ms();
         self.call(|c| async move { inner.scripts.renew(inner.on(&c, t), lease, owners).await })
             .await
@@ -216,7 +222,7 @@ impl RawLock {
     fn confirmed_target(&self, deadline: Option<Instant>) -> Target<'_> {
         Target {
             key: &self.key,
-            confirm: self.inner.confirm(self.slot, deadline),
+            confirm: self.confirmation(deadline),
         }
     }
 }
