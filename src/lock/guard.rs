@@ -76,8 +76,8 @@ macro_rules! guard_common {
         /// Cancel safe: a hold granted for a dropped future is given back at once.
         ///
         /// # Errors
-        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or [`Error::Redis`] when the
-        /// lock's master cannot be reached in time.
+        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
+        /// [`Error::Redis`] when the lock's master cannot be reached in time.
         ///
         /// ```no_run
         /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -176,8 +176,9 @@ impl WriteGuard {
     /// hold that was already made expires after its lease.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or [`Error::Redis`] when the lock's
-    /// master cannot be reached in time (the write hold is then released).
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or
+    /// [`Error::Redis`] when the lock's master cannot be reached in time (the write hold
+    /// is then released).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -222,8 +223,8 @@ impl WriteGuard {
     /// Cancel safe: a hold granted for a dropped future is given back at once.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or [`Error::Redis`] when the
-    /// lock's master cannot be reached in time.
+    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
+    /// [`Error::Redis`] when the lock's master cannot be reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -276,9 +277,10 @@ impl UpgradableReadGuard {
     /// [`try_upgrade`](Self::try_upgrade).
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or [`Error::Redis`] when the lock's
-    /// master cannot be reached within the command timeout; [`Error::NotReplicated`]
-    /// with replica acks. The upgradable hold is released on error.
+    /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or
+    /// [`Error::Redis`] when the lock's master cannot be reached within the command
+    /// timeout; [`Error::NotReplicated`] with replica acks. The upgradable hold is
+    /// released on error.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {

@@ -1,6 +1,7 @@
 //! The lock handle. The rules it follows (ownership, reentrancy, fairness, upgradable
 //! reads) are stated once, on the crate page.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,9 +9,9 @@ mod guard;
 
 pub use guard::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
 
-use crate::acquire;
-use crate::acquire::Ask;
+use crate::acquire::{self, Ask};
 use crate::error::Result;
+use crate::hold::Hold;
 use crate::mode::Mode;
 use crate::raw::RawLock;
 use crate::shared::Inner;
@@ -263,6 +264,23 @@ impl RwLock {
         }
     }
 
+    /// Waits for a new hold of `mode` (at most `timeout`), as the next owner token. Not
+    /// an `async fn`: it hands out `wait_hold`'s future itself, so that the acquire
+    /// futures nest no deeper (their layout is near the compiler's query depth limit).
+    fn wait(
+        &self,
+        mode: Mode,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<Hold>> + Send + '_ {
+        acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(mode), timeout)
+    }
+
+    /// One attempt at a new hold of `mode`, as the next owner token (not an `async fn`,
+    /// as [`wait`](Self::wait)).
+    fn try_once(&self, mode: Mode) -> impl Future<Output = Result<Option<Hold>>> + Send + '_ {
+        acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(mode))
+    }
+
     /// The owner token the next hold is taken as.
     fn hold_owner(&self) -> Arc<str> {
         if self.explicit {
@@ -283,8 +301,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read(&self) -> Result<ReadGuard> {
-        let hold =
-            acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Read), None).await?;
+        let hold = self.wait(Mode::Read, None).await?;
         Ok(self.read_guard(hold))
     }
 
@@ -299,8 +316,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
-        let hold =
-            acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Write), None).await?;
+        let hold = self.wait(Mode::Write, None).await?;
         Ok(self.write_guard(hold))
     }
 
@@ -319,13 +335,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn upgradable_read(&self) -> Result<UpgradableReadGuard> {
-        let hold = acquire::wait_hold(
-            &self.raw,
-            self.hold_owner(),
-            Ask::Hold(Mode::Upgradable),
-            None,
-        )
-        .await?;
+        let hold = self.wait(Mode::Upgradable, None).await?;
         Ok(self.upgradable_guard(hold))
     }
 
@@ -344,13 +354,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard> {
-        let hold = acquire::wait_hold(
-            &self.raw,
-            self.hold_owner(),
-            Ask::Hold(Mode::Read),
-            Some(timeout),
-        )
-        .await?;
+        let hold = self.wait(Mode::Read, Some(timeout)).await?;
         Ok(self.read_guard(hold))
     }
 
@@ -366,13 +370,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard> {
-        let hold = acquire::wait_hold(
-            &self.raw,
-            self.hold_owner(),
-            Ask::Hold(Mode::Write),
-            Some(timeout),
-        )
-        .await?;
+        let hold = self.wait(Mode::Write, Some(timeout)).await?;
         Ok(self.write_guard(hold))
     }
 
@@ -388,13 +386,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn upgradable_read_timeout(&self, timeout: Duration) -> Result<UpgradableReadGuard> {
-        let hold = acquire::wait_hold(
-            &self.raw,
-            self.hold_owner(),
-            Ask::Hold(Mode::Upgradable),
-            Some(timeout),
-        )
-        .await?;
+        let hold = self.wait(Mode::Upgradable, Some(timeout)).await?;
         Ok(self.upgradable_guard(hold))
     }
 
@@ -410,7 +402,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        let hold = acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Read)).await?;
+        let hold = self.try_once(Mode::Read).await?;
         Ok(hold.map(|hold| self.read_guard(hold)))
     }
 
@@ -426,7 +418,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        let hold = acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Write)).await?;
+        let hold = self.try_once(Mode::Write).await?;
         Ok(hold.map(|hold| self.write_guard(hold)))
     }
 
@@ -443,8 +435,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_upgradable_read(&self) -> Result<Option<UpgradableReadGuard>> {
-        let hold =
-            acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(Mode::Upgradable)).await?;
+        let hold = self.try_once(Mode::Upgradable).await?;
         Ok(hold.map(|hold| self.upgradable_guard(hold)))
     }
 
@@ -456,7 +447,8 @@ impl RwLock {
     ///
     /// # Errors
     /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
-    /// library; [`Error::Unavailable`] or [`Error::Redis`] when its master cannot be reached in time.
+    /// library; [`Error::Unavailable`] or [`Error::Redis`] when its master cannot be
+    /// reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
