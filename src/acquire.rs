@@ -208,7 +208,8 @@ async fn wait_loop(
     attempts: &mut u32,
 ) -> Result<Hold> {
     check_owner(&owner)?;
-    let deadline = timeout.map(|t| Instant::now() + t);
+    // a timeout too long to add to the clock (`Duration::MAX`) waits without a deadline
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     let timed_out = || Error::Timeout(timeout.unwrap_or_default());
     let inner = &lock.inner;
     let mut id = inner.next_hold_id();

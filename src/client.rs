@@ -6,7 +6,7 @@ use std::sync::Arc;
 use fred::prelude::*;
 
 use crate::cluster::Cluster;
-use crate::config::LockConfig;
+use crate::config::{LockConfig, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
@@ -85,8 +85,14 @@ impl LockClient {
     /// let client = cluster_rwlock::LockClient::connect(config).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn connect(config: LockConfig) -> Result<LockClient> {
+    pub async fn connect(mut config: LockConfig) -> Result<LockClient> {
         let cluster = Cluster::connect(&config).await?;
+        // what `from_url` left to the node to say is settled now
+        config.topology = if cluster.router.clustered() {
+            Topology::Cluster
+        } else {
+            Topology::Single
+        };
         match LockClient::with_cluster(config, cluster.clone()).await {
             Ok(client) => Ok(client),
             Err(e) => {
@@ -160,7 +166,11 @@ impl LockClient {
         Ok(RwLock::new(
             self.inner.clone(),
             name,
-            uuid::Uuid::new_v4().simple().to_string(),
+            format!(
+                "{}/{}",
+                self.inner.config.client_name,
+                uuid::Uuid::new_v4().simple()
+            ),
             false,
         ))
     }

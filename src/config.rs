@@ -97,7 +97,7 @@ pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
 #[derive(Debug, Clone)]
 pub struct LockConfig {
     pub(crate) urls: Vec<String>,
-    pub(crate) clustered: bool,
+    pub(crate) topology: Topology,
     pub(crate) prefix: String,
     pub(crate) lease: Duration,
     pub(crate) notifications: bool,
@@ -107,6 +107,20 @@ pub struct LockConfig {
     pub(crate) retry_interval: Duration,
     pub(crate) connections: usize,
     pub(crate) metrics_lock_names: bool,
+    pub(crate) client_name: String,
+}
+
+/// What the URLs name: a cluster, one node, or whatever the first node says it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// A cluster (`LockConfig::cluster`, `redis-cluster://`).
+    Cluster,
+    /// One node that is not a cluster, or a proxy that hides one
+    /// (`LockConfig::single_node`).
+    Single,
+    /// `redis://` of `from_url`: a cluster when the node runs in cluster mode (`INFO
+    /// cluster`), else one node; settled at `connect`.
+    Detect,
 }
 
 impl LockConfig {
@@ -117,14 +131,20 @@ impl LockConfig {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        LockConfig::new(seeds.into_iter().map(Into::into).collect(), true)
+        LockConfig::new(
+            seeds.into_iter().map(Into::into).collect(),
+            Topology::Cluster,
+        )
     }
 
-    /// One URL: `redis://host:port` is a single node (or a cluster-unaware proxy),
-    /// `redis-cluster://host:port` a cluster. Fails on a malformed URL.
+    /// One URL, as users write it: `redis-cluster://host:port` is a cluster;
+    /// `redis://host:port` is a cluster when that node runs in cluster mode (asked at
+    /// [`connect`](crate::LockClient::connect) with `INFO cluster`: any node of a cluster
+    /// is a seed), else a single node. Fails on a malformed URL.
     ///
     /// ```
     /// # use cluster_rwlock::LockConfig;
+    /// assert!(LockConfig::from_url("redis://127.0.0.1:7000").is_ok()); // either, asked at connect
     /// assert!(LockConfig::from_url("redis-cluster://127.0.0.1:7000").is_ok());
     /// assert!(LockConfig::from_url("http://nope").is_err());
     /// ```
@@ -132,14 +152,40 @@ impl LockConfig {
         check_scheme(url)?;
         let config =
             Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
-        let clustered = matches!(config.server, ServerConfig::Clustered { .. });
-        Ok(LockConfig::new(vec![url.to_string()], clustered))
+        let topology = match config.server {
+            ServerConfig::Clustered { .. } => Topology::Cluster,
+            _ => Topology::Detect,
+        };
+        Ok(LockConfig::new(vec![url.to_string()], topology))
     }
 
-    fn new(urls: Vec<String>, clustered: bool) -> LockConfig {
+    /// One node that is not a cluster (a standalone Redis, or a proxy that hides a
+    /// cluster), whatever it says: nothing is detected. A cluster node reached this way
+    /// answers `MOVED` for the slots of other masters, which fails the call with
+    /// [`Error::InvalidConfig`] saying to use [`cluster`](Self::cluster) or
+    /// [`from_url`](Self::from_url).
+    ///
+    /// ```
+    /// # use cluster_rwlock::LockConfig;
+    /// assert!(LockConfig::single_node("redis://127.0.0.1:6379").is_ok());
+    /// assert!(LockConfig::single_node("redis-cluster://127.0.0.1:7000").is_err());
+    /// ```
+    pub fn single_node(url: &str) -> Result<LockConfig> {
+        check_scheme(url)?;
+        let config =
+            Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+        if matches!(config.server, ServerConfig::Clustered { .. }) {
+            return Err(Error::InvalidConfig(format!(
+                "{url}: a cluster URL for a single node; use LockConfig::from_url"
+            )));
+        }
+        Ok(LockConfig::new(vec![url.to_string()], Topology::Single))
+    }
+
+    fn new(urls: Vec<String>, topology: Topology) -> LockConfig {
         LockConfig {
             urls,
-            clustered,
+            topology,
             prefix: DEFAULT_PREFIX.to_string(),
             lease: DEFAULT_LEASE,
             notifications: true,
@@ -149,6 +195,7 @@ impl LockConfig {
             retry_interval: Duration::from_millis(50),
             connections: 2,
             metrics_lock_names: false,
+            client_name: default_client_name(),
         }
     }
 
@@ -163,6 +210,34 @@ impl LockConfig {
     pub fn metrics_lock_names(mut self, on: bool) -> LockConfig {
         self.metrics_lock_names = on;
         self
+    }
+
+    /// A readable name for this client's holds (default `<pid>@<host>`): every owner
+    /// token this client makes starts with it (`<name>/<random>:<n>`), so that
+    /// [`RwLock::state`](crate::RwLock::state) ([`Holder::client_name`](crate::Holder::client_name)),
+    /// the CLI's `inspect`, `list` and `watch`, and the traces say who holds a lock. It
+    /// changes nothing about ownership: two clients of one name still exclude each other
+    /// (for holds shared on purpose, see [`RwLock::with_owner`](crate::RwLock::with_owner)).
+    /// 1 to 64 bytes, without whitespace or `/`; checked at connect.
+    ///
+    /// ```
+    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
+    ///     .client_name("publisher@host-a");
+    /// assert_eq!(config.name(), "publisher@host-a");
+    /// ```
+    pub fn client_name(mut self, name: impl Into<String>) -> LockConfig {
+        self.client_name = name.into();
+        self
+    }
+
+    /// The client name (see [`client_name`](Self::client_name)).
+    ///
+    /// ```
+    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert!(config.name().contains('@')); // <pid>@<host>
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.client_name
     }
 
     /// Key prefix (default `rwlock`); it may not contain `{` or `}`.
@@ -345,6 +420,7 @@ impl LockConfig {
     /// Checks the settings and builds fred's config.
     pub(crate) fn to_fred(&self) -> Result<Config> {
         keys::check_prefix(&self.prefix)?;
+        check_client_name(&self.client_name)?;
         if self.lease < Duration::from_millis(30) {
             return Err(Error::InvalidConfig(format!(
                 "the lease is {:?}; it must be at least 30 ms",
@@ -383,7 +459,9 @@ impl LockConfig {
             .urls
             .first()
             .ok_or_else(|| Error::InvalidConfig("no Redis URL given".into()))?;
-        if !self.clustered || self.urls.len() == 1 && first.starts_with("redis-cluster") {
+        if self.topology != Topology::Cluster
+            || self.urls.len() == 1 && first.contains("-cluster://")
+        {
             return Config::from_url(first)
                 .map_err(|e| Error::InvalidConfig(format!("{first}: {e}")));
         }
@@ -406,6 +484,40 @@ impl LockConfig {
         config.server = ServerConfig::new_clustered(hosts);
         Ok(config)
     }
+}
+
+/// `<pid>@<host>`: the host from the kernel (Linux) or the environment, else `host`.
+fn default_client_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|h| {
+            h.trim()
+                .replace(|c: char| c.is_whitespace() || c == '/', "-")
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let mut name = format!("{}@{host}", std::process::id());
+    name.truncate(
+        (0..=64.min(name.len()))
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0),
+    );
+    name
+}
+
+/// A client name: 1 to 64 bytes, no whitespace (owner tokens are split on spaces) and no
+/// `/` (it ends the name in the token).
+fn check_client_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 64 || name.contains(|c: char| c.is_whitespace() || c == '/')
+    {
+        return Err(Error::InvalidConfig(format!(
+            "client name {name:?}: 1 to 64 bytes without whitespace or '/'"
+        )));
+    }
+    Ok(())
 }
 
 fn check_scheme(url: &str) -> Result<()> {
@@ -440,6 +552,31 @@ mod tests {
         ] {
             assert!(
                 matches!(bad.to_fred(), Err(Error::InvalidConfig(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_names_are_checked_and_default_to_pid_at_host() {
+        let base = LockConfig::cluster(["redis://a:7000"]);
+        let name = base.name().to_string();
+        assert!(
+            name.starts_with(&format!("{}@", std::process::id())),
+            "{name}"
+        );
+        assert!(check_client_name(&name).is_ok(), "{name}");
+        assert!(base
+            .clone()
+            .client_name("publisher@host-a")
+            .to_fred()
+            .is_ok());
+        for bad in ["", "a b", "a/b", &"x".repeat(65)] {
+            assert!(
+                matches!(
+                    base.clone().client_name(bad).to_fred(),
+                    Err(Error::InvalidConfig(_))
+                ),
                 "{bad:?}"
             );
         }

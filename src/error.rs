@@ -81,8 +81,55 @@ pub enum Error {
     /// authentication or permission error, a cluster error, ...): the client's error is
     /// kept as the [`source`](std::error::Error::source), and [`fred`](crate::fred) is
     /// re-exported so that it can be inspected.
-    #[error("redis: {0}")]
+    #[error("redis: {}", describe(.0))]
     Redis(#[source] fred::error::Error),
+    /// A node could not be connected to (refused, unknown host, bad password, ...) when
+    /// the client was made: which node, and why. The Redis client's error is the
+    /// [`source`](std::error::Error::source).
+    #[error("could not connect to {addr}: {}", describe(.source))]
+    Connect {
+        /// The node's address, `host:port`.
+        addr: String,
+        /// The Redis client's error.
+        #[source]
+        source: fred::error::Error,
+    },
+}
+
+/// `ConnectionRefused` as `connection refused`.
+fn words(camel: &str) -> String {
+    let mut out = String::new();
+    for c in camel.chars() {
+        if c.is_uppercase() && !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// The Redis client's error as a sentence: its kind and what it says, with an I/O error
+/// told by its message (the client keeps the `Debug` form of the I/O error).
+pub(crate) fn describe(e: &fred::error::Error) -> String {
+    let details = e.details();
+    if *e.kind() == fred::error::ErrorKind::IO {
+        let message = details
+            .split_once("message: \"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(m, _)| m.to_lowercase());
+        let kind = details
+            .split_once("kind: ")
+            .and_then(|(_, rest)| rest.split([',', ' ', '}', ')']).next())
+            .filter(|k| !k.is_empty());
+        if let Some(m) = message.or_else(|| kind.map(words)) {
+            return m;
+        }
+    }
+    if details.is_empty() {
+        e.kind().to_str().to_lowercase()
+    } else {
+        format!("{} ({})", details, e.kind().to_str().to_lowercase())
+    }
 }
 
 impl From<fred::error::Error> for Error {
@@ -113,7 +160,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Timeout(_) | Error::Unavailable(_) | Error::NotReplicated { .. } => true,
-            Error::Redis(e) => redis_retryable(e),
+            Error::Redis(e) | Error::Connect { source: e, .. } => redis_retryable(e),
             _ => false,
         }
     }
@@ -129,7 +176,9 @@ impl Error {
         use fred::error::ErrorKind as K;
         match self {
             Error::Unavailable(_) => true,
-            Error::Redis(e) => matches!(e.kind(), K::Timeout | K::IO | K::Canceled),
+            Error::Redis(e) | Error::Connect { source: e, .. } => {
+                matches!(e.kind(), K::Timeout | K::IO | K::Canceled)
+            }
             _ => false,
         }
     }
@@ -191,6 +240,34 @@ mod tests {
         ] {
             assert!(!e.is_retryable() && !e.is_unavailable(), "{e:?}");
         }
+    }
+
+    #[test]
+    fn errors_read_as_sentences_and_name_the_node() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let refused = FredError::from(std::io::Error::from_raw_os_error(111));
+        let e = Error::Connect {
+            addr: "127.0.0.1:7000".into(),
+            source: refused,
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("could not connect to 127.0.0.1:7000: "),
+            "{text}"
+        );
+        assert!(text.contains("connection refused"), "{text}");
+        assert!(!text.contains("Os {"), "{text}");
+        assert!(e.is_retryable() && e.is_unavailable());
+        let e = Error::from(FredError::from(io));
+        assert_eq!(e.to_string(), "redis: connection refused");
+        let auth = Error::from(FredError::new(
+            ErrorKind::Auth,
+            "WRONGPASS invalid password",
+        ));
+        assert_eq!(
+            auth.to_string(),
+            "redis: WRONGPASS invalid password (authentication error)"
+        );
     }
 
     #[test]

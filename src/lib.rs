@@ -243,7 +243,7 @@ pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };
 pub use error::{Error, Result};
-pub use lock::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use lock::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use lock::{Holder, LockState, RwLock};
 pub use message::ReleaseMessage;
 pub use mode::Mode;
@@ -263,6 +263,8 @@ mod tests {
         send_sync::<WriteGuard>();
         send_sync::<UpgradableReadGuard>();
         send_sync::<AnyGuard>();
+        send_sync::<Grant>();
+        send_sync::<LostSignal>();
         send_sync::<LockState>();
         send_sync::<LockConfig>();
         send_sync::<Error>();

@@ -70,7 +70,9 @@ impl Inner {
         F: FnMut(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        self.cluster.router.call(slot, budget, op).await
+        // boxed: the routing loop holds the client's futures; behind a box the futures of
+        // the acquires above it hold one pointer instead of their layout
+        Box::pin(self.cluster.router.call(slot, budget, op)).await
     }
 
     pub fn closed(&self) -> bool {

@@ -191,7 +191,22 @@ async fn wrong_password_and_a_user_without_scripts() {
     let url = |u: &str, pw: &str| format!("redis://{u}:{pw}@127.0.0.1:{port}");
 
     let wrong = LockClient::connect(LockConfig::cluster([url(&user, "wrong")]).prefix(&p)).await;
-    assert!(matches!(&wrong, Err(Error::Redis(_))), "{wrong:?}");
+    match &wrong {
+        // which node, and why; never the password
+        Err(e @ Error::Connect { addr, .. }) => {
+            assert_eq!(addr, &format!("127.0.0.1:{port}"));
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!("could not connect to 127.0.0.1:{port}: ")),
+                "{text}"
+            );
+            assert!(
+                !text.contains(":wrong@") && !format!("{e:?}").contains(":wrong@"),
+                "{text}"
+            );
+        }
+        other => panic!("a wrong password: {other:?}"),
+    }
 
     let no_scripts = LockClient::connect(LockConfig::cluster([url(&plain, "pw")]).prefix(&p)).await;
     match &no_scripts {

@@ -463,6 +463,40 @@ async fn watchdog_keeps_a_short_lease_alive() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_lost_signal_tells_a_spawned_task() {
+    let cluster = cluster().await;
+    let p = prefix("lostsig");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let lock = client.rwlock("res").unwrap();
+    let g = lock.write().await.unwrap();
+    // a task of its own owns the signal (and a 'static lost() future) while the guard
+    // stays here
+    let signal = g.lost_signal();
+    let lost_future = g.lost();
+    let watcher = tokio::spawn(async move {
+        signal.lost().await;
+        Instant::now()
+    });
+    let second = tokio::spawn(lost_future);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!watcher.is_finished(), "told lost while held");
+    client.redis().del::<i64, _>(lock.key()).await.unwrap();
+    let deleted = Instant::now();
+    let told = tokio::time::timeout(Duration::from_secs(2), watcher)
+        .await
+        .expect("the task is told")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(1), second)
+        .await
+        .expect("the moved lost() future resolves too")
+        .unwrap();
+    assert!(told.duration_since(deleted) <= Duration::from_millis(500));
+    assert!(g.is_lost() && g.lost_signal().is_lost());
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_when_the_hash_is_deleted() {
     let cluster = cluster().await;
     let p = prefix("lost");
@@ -642,5 +676,152 @@ async fn an_upgrade_that_times_out_keeps_the_upgradable_hold() {
     };
     assert!(w.fence() > read_fence);
     w.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
+    let cluster = cluster().await;
+    let p = prefix("url");
+    let seed = cluster.seed_urls().remove(0);
+    let seed_port = cluster.nodes()[0].port;
+    let client = LockClient::connect(LockConfig::from_url(&seed).unwrap().prefix(&p))
+        .await
+        .expect("a client from redis://");
+    assert!(client.redis().is_clustered(), "the node said it is a cluster");
+    // a lock on each master: routed to its own master, granted without a redirect
+    let mut foreign = None;
+    for slot in [0, 8000, 16000] {
+        let master = cluster.master_for_slot(slot).await.unwrap();
+        let lock = common::locks_on(cluster, &client, &master, 1, "m-")
+            .await
+            .remove(0);
+        let node = client.node_for_slot(lock.slot()).expect("routed");
+        assert!(node.ends_with(&format!(":{}", master.port)), "{node} for {master:?}");
+        let began = Instant::now();
+        lock.write().await.unwrap().release().await.unwrap();
+        assert!(began.elapsed() < Duration::from_millis(500), "{:?}", began.elapsed());
+        if master.port != seed_port {
+            foreign = Some(lock.name().to_string());
+        }
+    }
+    client.close().await;
+
+    // one node on purpose: the other masters' MOVED is a typed error that says what to do,
+    // at once (not a redirect followed in silence)
+    let single = LockClient::connect(LockConfig::single_node(&seed).unwrap().prefix(&p))
+        .await
+        .expect("a single-node client");
+    let lock = single.rwlock(&foreign.expect("a master other than the seed")).unwrap();
+    let began = Instant::now();
+    match lock.try_write().await {
+        Err(Error::InvalidConfig(text)) => {
+            assert!(text.contains("cluster node"), "{text}");
+            assert!(text.contains("LockConfig::cluster"), "{text}");
+            assert!(text.contains(&format!(":{seed_port}")), "names the node: {text}");
+        }
+        other => panic!("a single-node client on another master's slot: {other:?}"),
+    }
+    assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
+    single.close().await;
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_carry_a_readable_client_name() {
+    let cluster = cluster().await;
+    let p = prefix("name");
+    let named = client_with(cluster, |c| c.prefix(&p).client_name("publisher@host-a")).await;
+    let plain = client(cluster, &p).await;
+    let a = named.rwlock("res").unwrap();
+    let b = plain.rwlock("res").unwrap();
+    let r1 = a.read().await.unwrap();
+    let r2 = b.read().await.unwrap();
+    let job = a.with_owner("job-17").read().await.unwrap();
+    let state = a.state().await.unwrap();
+    let mut names: Vec<Option<&str>> = state.holders.iter().map(|h| h.client_name()).collect();
+    names.sort();
+    let default = format!("{}@", std::process::id());
+    assert_eq!(names.len(), 3, "{state:?}");
+    assert_eq!(names[0], None, "the explicit owner has no client name");
+    assert!(names[1].unwrap().starts_with(&default), "{names:?}");
+    assert_eq!(names[2], Some("publisher@host-a"));
+    assert!(r1.owner().starts_with("publisher@host-a/"), "{}", r1.owner());
+    // a name changes nothing about ownership: two handles of one name still exclude
+    let other = named.rwlock("res").unwrap();
+    let w = other.try_write().await.unwrap();
+    assert!(w.is_none(), "readers of the same client name hold");
+    for g in [r1, r2, job] {
+        g.release().await.unwrap();
+    }
+    let w1 = a.write().await.unwrap();
+    assert!(other.try_write().await.unwrap().is_none(), "one name, two writers");
+    w1.release().await.unwrap();
+    named.close().await;
+    plain.close().await;
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_write_releases_after_success_error_and_panic() {
+    let cluster = cluster().await;
+    let p = prefix("with");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let other = client.rwlock("res").unwrap();
+    let timeout = Duration::from_secs(5);
+
+    let before = lock.state().await.unwrap().fence.unwrap_or(0);
+    let (fence, held) = lock
+        .with_write(timeout, |fence, lost| {
+            let other = other.clone();
+            async move {
+                assert!(!lost.is_lost());
+                (fence, other.try_read().await.unwrap().is_none())
+            }
+        })
+        .await
+        .unwrap();
+    assert!(fence > before && held, "held under fence {fence}");
+    assert!(other.try_write().await.unwrap().is_some(), "released after success");
+
+    let failed: Result<(), &str> = lock
+        .with_write(timeout, |_, _| async { Err("the work failed") })
+        .await
+        .unwrap();
+    assert_eq!(failed, Err("the work failed"));
+    assert!(other.try_write().await.unwrap().is_some(), "released after an error");
+
+    let panicking = lock.clone();
+    let task = tokio::spawn(async move {
+        panicking
+            .with_read(timeout, |_, _| async { panic!("the work panicked") })
+            .await
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    // released in the background by the dropped guard, not after a lease (30 s)
+    let began = Instant::now();
+    let w = other.write_timeout(Duration::from_secs(3)).await.unwrap();
+    assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
+    w.release().await.unwrap();
+
+    // a hold lost while the work ran: LockLost, not the work's result
+    let quick = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let lock = quick.rwlock("res").unwrap();
+    let lost = lock
+        .with_write(timeout, |_, lost| {
+            let (redis, key) = (quick.redis().clone(), lock.key().to_string());
+            async move {
+                redis.del::<i64, _>(key).await.unwrap();
+                tokio::time::timeout(Duration::from_secs(2), lost.lost())
+                    .await
+                    .expect("told");
+                "done"
+            }
+        })
+        .await;
+    assert!(matches!(lost, Err(Error::LockLost)), "{lost:?}");
+    quick.close().await;
+    client.close().await;
     assert_no_keys(cluster, &p).await;
 }

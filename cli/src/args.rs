@@ -39,6 +39,10 @@ pub struct Cli {
     /// Lease of the holds (renewed every third of it while the command runs).
     #[arg(long, value_parser = duration, default_value = "30s", global = true)]
     pub lease: Duration,
+    /// A readable name for the holds this command takes (shown by `inspect`, `list`
+    /// and `watch`; default `<pid>@<host>`). It changes nothing about ownership.
+    #[arg(long, env = "CLUSTER_RWLOCK_NAME", global = true)]
+    pub name: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -26,6 +26,7 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
         "fence": s.fence,
         "holders": s.holders.iter().map(|h| json!({
             "owner": h.owner,
+            "client": h.client_name(),
             "mode": h.mode.as_str(),
             "read": h.read_holds,
             "write": h.write_holds,
@@ -34,6 +35,18 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
         })).collect::<Vec<_>>(),
         "waiting_writers": s.waiting_writers,
     })
+}
+
+/// ` (name, name)`: the client names of the holders, each once; empty when none has one.
+fn clients(s: &LockState) -> String {
+    let mut names: Vec<&str> = s.holders.iter().filter_map(|h| h.client_name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", names.join(", "))
+    }
 }
 
 fn secs(d: Duration) -> String {
@@ -59,12 +72,20 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
     println!("lock     {}", a.name);
     println!("key      {}", lock.key());
     println!("slot     {} on {master}", lock.slot());
-    println!("mode     {}", mode(s.mode));
-    println!("fence    {}", s.fence.map_or("-".into(), |f| f.to_string()));
+    match s.mode {
+        Some(m) => println!("mode     {}", m.as_str()),
+        None => println!("mode     free (nobody holds it now)"),
+    }
+    match s.fence {
+        Some(f) => println!("fence    {f}"),
+        // the hash is kept a minute after the last release, as a tombstone with the fence
+        None => println!("fence    - (no grant in the last minute: never taken, or free since)"),
+    }
     println!("holders  {}", s.holders.len());
     for h in &s.holders {
         println!(
-            "  {}  {}  read {} write {} upgradable {}  lease {}",
+            "  {}  {}  {}  read {} write {} upgradable {}  lease {}",
+            h.client_name().unwrap_or("-"),
             h.owner,
             h.mode.as_str(),
             h.read_holds,
@@ -118,6 +139,7 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
         }
     };
     let mut out = Vec::new();
+    let (mut listed, mut held) = (0usize, 0usize);
     for key in keys {
         let Some(name) = cluster_rwlock::keys::lock_name(&cli.prefix, &key) else {
             continue;
@@ -128,12 +150,18 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
         let Ok(lock) = client.rwlock(&name) else {
             continue;
         };
-        match lock.state().await {
+        let state = lock.state().await;
+        if let Ok(s) = &state {
+            listed += 1;
+            held += usize::from(s.mode.is_some());
+        }
+        match state {
             Ok(s) if a.json => out.push(state_json(client, &lock, &s)),
             Ok(s) => println!(
-                "{name}\t{}\t{} holder(s)\t{} waiting\tfence {}\tslot {} on {}",
+                "{name}\t{}\t{} holder(s){}\t{} waiting\tfence {}\tslot {} on {}",
                 mode(s.mode),
                 s.holders.len(),
+                clients(&s),
                 s.waiting_writers.len(),
                 s.fence.map_or("-".into(), |f| f.to_string()),
                 lock.slot(),
@@ -147,6 +175,20 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
     }
     if a.json {
         println!("{}", Json::Array(out));
+    }
+    // on stderr, so that the listing itself stays one line per lock
+    let prefix = &cli.prefix;
+    if listed == 0 {
+        eprintln!(
+            "no locks matching '{}' under prefix '{prefix}' (a lock's key exists while it is held or waited for, and a minute after its last release)",
+            a.pattern
+        );
+    } else {
+        eprintln!(
+            "{listed} lock(s) matching '{}' under prefix '{prefix}': {held} held, {} free",
+            a.pattern,
+            listed - held
+        );
     }
     0
 }

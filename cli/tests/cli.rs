@@ -262,6 +262,41 @@ async fn inspect_and_list_show_the_holders_on_every_master() {
         text(&out.stdout)
     );
 
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "4 lock(s) matching '*' under prefix '{prefix}': 4 held, 0 free"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // nothing under another prefix: said plainly, with the prefix looked under
+    let mut cmd = cli(cluster, &format!("{prefix}-none"));
+    cmd.arg("list");
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "no locks matching '*' under prefix '{prefix}-none'"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    // a lock nobody holds: free, and why there is no fence
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "never-taken"]);
+    let out = output(cmd).await;
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("mode     free (nobody holds it now)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("fence    - (no grant in the last minute"),
+        "{shown}"
+    );
+
     for g in guards {
         g.release().await.unwrap();
     }

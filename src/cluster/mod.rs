@@ -29,7 +29,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
-use crate::config::LockConfig;
+use crate::config::{LockConfig, Topology};
 use crate::error::{Error, Result};
 use node::Connector;
 use notify::Notifier;
@@ -149,11 +149,24 @@ impl Cluster {
             .find_map(|l| l.strip_prefix("redis_version:"))
             .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok())
             .unwrap_or(0);
-        let router = if config.clustered {
+        let clustered = match config.topology {
+            Topology::Cluster => true,
+            Topology::Single => false,
+            Topology::Detect => {
+                let cmd = CustomCommand::new_static("INFO", ClusterHash::Random, false);
+                let info: String = probe.custom(cmd, vec!["cluster"]).await.map_err(|e| {
+                    Error::InvalidConfig(format!(
+                        "{seed} did not say whether it is a cluster node ({e})"
+                    ))
+                })?;
+                info.lines().any(|l| l.trim() == "cluster_enabled:1")
+            }
+        };
+        let router = if clustered {
             let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
             let text: String = probe.custom(cmd, vec!["NODES"]).await.map_err(|e| {
                 Error::InvalidConfig(format!(
-                    "{seed} did not give its cluster view ({e}); for a single node, use a redis:// URL with LockConfig::from_url"
+                    "{seed} did not give its cluster view ({e}); for a single node, use LockConfig::from_url or LockConfig::single_node"
                 ))
             })?;
             let view = topology::parse_nodes(&text, seed)

@@ -75,7 +75,14 @@ impl Connector {
         let client = self.builder(addr, true)?.build()?;
         match tokio::time::timeout(self.timeout + Duration::from_secs(1), client.init()).await {
             Ok(Ok(_)) => Ok(client),
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => {
+                let c = client.clone();
+                tokio::spawn(async move { c.quit().await });
+                Err(Error::Connect {
+                    addr: addr.to_string(),
+                    source: e,
+                })
+            }
             Err(_) => {
                 let c = client.clone();
                 tokio::spawn(async move { c.quit().await });

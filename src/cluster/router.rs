@@ -293,6 +293,12 @@ impl Router {
                 return Err(error);
             };
             let details = fe.details();
+            if !self.clustered && (fe.is_moved() || fe.is_ask()) {
+                return Err(Error::InvalidConfig(format!(
+                    "{} answered {details:?}: it is a cluster node, and this client was configured for a single node (LockConfig::single_node); use LockConfig::cluster, or LockConfig::from_url, which asks the node",
+                    node.addr
+                )));
+            }
             if fe.is_moved() || fe.is_ask() {
                 // nodes that disagree while a slot migrates: do not spin
                 redirects += 1;

@@ -3,125 +3,284 @@
 use crate::acquire::{self, Ask};
 use crate::error::{Error, Result};
 use crate::hold::Hold;
+use crate::lease::HoldState;
 use crate::mode::Mode;
 
 use super::RwLock;
 
-macro_rules! guard_common {
-    () => {
-        /// The fencing token of this grant: strictly greater than every fence granted
-        /// before for this lock name. Pass it to the resource you guard, and have the
-        /// resource reject writes with a lower fence than it has seen.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.write().await?;
-        /// println!("write with fence {}", guard.fence());
-        /// # Ok(()) }
-        /// ```
-        pub fn fence(&self) -> u64 {
-            self.hold.fence
+/// What every guard has: the grant's fence, its owner, its lost signal and the lock it
+/// holds. [`ReadGuard`], [`WriteGuard`], [`UpgradableReadGuard`] and [`AnyGuard`] deref
+/// to it, so these methods are called on the guard itself. It is never made on its own.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// use cluster_rwlock::Grant;
+/// fn describe(grant: &Grant) -> String {
+///     format!("{} holds {} under fence {}", grant.owner(), grant.lock().name(), grant.fence())
+/// }
+/// let read = lock.read().await?;
+/// println!("{}", describe(&read));
+/// # Ok(()) }
+/// ```
+pub struct Grant {
+    pub(crate) hold: Hold,
+    pub(crate) lock: RwLock,
+}
+
+impl Grant {
+    pub(crate) fn new(hold: Hold, lock: RwLock) -> Grant {
+        Grant { hold, lock }
+    }
+
+    /// The fencing token of this grant: strictly greater than every fence granted
+    /// before for this lock name. Pass it to the resource you guard, and have the
+    /// resource reject writes with a lower fence than it has seen.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// println!("write with fence {}", guard.fence());
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> u64 {
+        self.hold.fence
+    }
+
+    /// The mode of the hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// assert_eq!(guard.mode(), cluster_rwlock::Mode::Write);
+    /// # Ok(()) }
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.hold.mode
+    }
+
+    /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
+    /// for a whole lease. Another owner may hold the lock now.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// if guard.is_lost() {
+    ///     return Ok(()); // stop: not protected any more
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.hold.state.is_lost()
+    }
+
+    /// Resolves when (and only if) the lease is lost. The future borrows nothing: race
+    /// it in `tokio::select!` against work that may stop half way, or move it into a
+    /// task of its own (see [`lost_signal`](Self::lost_signal) for a handle that can be
+    /// cloned).
+    ///
+    /// Do not race it against the commit itself: a write cancelled half way may leave
+    /// the resource torn. Race it against the preparation, and have the commit carry the
+    /// [`fence`](Self::fence), which the resource checks.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// let prepared = tokio::select! {
+    ///     _ = guard.lost() => None, // lease lost: stop preparing
+    ///     data = async { /* read, compute */ "new value" } => Some(data),
+    /// };
+    /// if let Some(data) = prepared {
+    ///     // commit `data` with `guard.fence()`: not cancelled, checked by the resource
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let signal = self.lost_signal();
+        async move { signal.lost().await }
+    }
+
+    /// An owned handle on this hold's lost signal: `'static`, cheap to clone, and it
+    /// outlives the guard (after a release it only ever reports what happened before).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// let signal = guard.lost_signal();
+    /// let watcher = tokio::spawn(async move {
+    ///     signal.lost().await;
+    ///     eprintln!("lease lost");
+    /// });
+    /// guard.release().await?;
+    /// watcher.abort();
+    /// # Ok(()) }
+    /// ```
+    pub fn lost_signal(&self) -> LostSignal {
+        LostSignal {
+            state: self.hold.state.clone(),
+        }
+    }
+
+    /// The owner token this hold was taken as: the explicit one of
+    /// [`RwLock::with_owner`], or one of its own (`<handle's owner>:<n>`); it is what
+    /// [`RwLock::state`] lists.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.read().await?;
+    /// println!("holding as {}", guard.owner());
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> &str {
+        &self.hold.owner
+    }
+
+    /// Takes another read hold as this guard's owner: granted at once, without
+    /// waiting for queued writers (the owner holds already). The new guard is
+    /// released on its own.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a hold granted for a dropped future is given back at once.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
+    /// [`Error::Redis`] when the lock's master cannot be reached in time.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.read().await?;
+    /// let again = guard.read_again().await?; // reentrant, on purpose
+    /// again.release().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_again(&self) -> Result<ReadGuard> {
+        let hold = acquire::again(&self.hold, Mode::Read).await?;
+        Ok(ReadGuard(Grant::new(hold, self.lock.clone())))
+    }
+
+    /// The lock this guard holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.read().await?;
+    /// assert_eq!(guard.lock().name(), lock.name());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> &RwLock {
+        &self.lock
+    }
+
+    /// Releases the hold (the guards' `release`).
+    pub(crate) async fn release(self) -> Result<()> {
+        self.hold.release().await
+    }
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("name", &self.lock.name())
+            .field("owner", &self.hold.owner)
+            .field("mode", &self.hold.mode)
+            .field("fence", &self.hold.fence)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// A hold's lost signal, owned: made by [`Grant::lost_signal`]. Cheap to clone, `'static`,
+/// so a task of its own can wait on it while the guard stays where the work is.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// let guard = lock.write().await?;
+/// let signal = guard.lost_signal();
+/// assert!(!signal.is_lost());
+/// tokio::spawn(signal.clone().lost());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LostSignal {
+    state: std::sync::Arc<HoldState>,
+}
+
+impl LostSignal {
+    /// Whether the lease was lost (as [`Grant::is_lost`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let signal = lock.read().await?.lost_signal();
+    /// println!("lost: {}", signal.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// Resolves when (and only if) the lease is lost (as [`Grant::lost`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?;
+    /// let signal = guard.lost_signal();
+    /// tokio::spawn(async move { signal.lost().await; eprintln!("lost") });
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(self) {
+        self.state.lost().await
+    }
+}
+
+impl std::fmt::Debug for LostSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LostSignal")
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// Each guard derefs to its [`Grant`], releases with `release`, and shows its grant in
+/// `Debug`.
+macro_rules! guard_basics {
+    ($t:ident) => {
+        impl std::ops::Deref for $t {
+            type Target = Grant;
+            fn deref(&self) -> &Grant {
+                &self.0
+            }
         }
 
-        /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
-        /// for a whole lease. Another owner may hold the lock now.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.write().await?;
-        /// if guard.is_lost() {
-        ///     return Ok(()); // stop: not protected any more
-        /// }
-        /// # Ok(()) }
-        /// ```
-        pub fn is_lost(&self) -> bool {
-            self.hold.state.is_lost()
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($t)).field(&self.0).finish()
+            }
         }
 
-        /// Resolves when (and only if) the lease is lost; use it in `tokio::select!` to
-        /// stop work that the lock no longer protects.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.write().await?;
-        /// tokio::select! {
-        ///     _ = guard.lost() => eprintln!("lease lost"),
-        ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-        /// }
-        /// # Ok(()) }
-        /// ```
-        pub async fn lost(&self) {
-            self.hold.state.lost().await
-        }
-
-        /// The owner token this hold was taken as: the explicit one of
-        /// [`RwLock::with_owner`], or one of its own (`<handle's owner>:<n>`); it is what
-        /// [`RwLock::state`] lists.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.read().await?;
-        /// println!("holding as {}", guard.owner());
-        /// # Ok(()) }
-        /// ```
-        pub fn owner(&self) -> &str {
-            &self.hold.owner
-        }
-
-        /// Takes another read hold as this guard's owner: granted at once, without
-        /// waiting for queued writers (the owner holds already). The new guard is
-        /// released on its own.
-        ///
-        /// # Cancel safety
-        /// Cancel safe: a hold granted for a dropped future is given back at once.
-        ///
-        /// # Errors
-        /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
-        /// [`Error::Redis`] when the lock's master cannot be reached in time.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.read().await?;
-        /// let again = guard.read_again().await?; // reentrant, on purpose
-        /// again.release().await?;
-        /// guard.release().await?;
-        /// # Ok(()) }
-        /// ```
-        pub async fn read_again(&self) -> Result<ReadGuard> {
-            Ok(ReadGuard {
-                hold: acquire::again(&self.hold, Mode::Read).await?,
-                lock: self.lock.clone(),
-            })
-        }
-
-        /// The lock this guard holds.
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.read().await?;
-        /// assert_eq!(guard.lock().name(), lock.name());
-        /// # Ok(()) }
-        /// ```
-        pub fn lock(&self) -> &RwLock {
-            &self.lock
-        }
-
-        /// Releases the hold now. Fails with [`Error::LockLost`] when the lease had been
-        /// lost (the hold was gone, or it was no longer protected), and with
-        /// [`Error::Redis`] when Redis could not be reached twice (the hold then expires
-        /// after its lease).
-        ///
-        /// ```no_run
-        /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-        /// let guard = lock.write().await?;
-        /// match guard.release().await {
-        ///     Err(cluster_rwlock::Error::LockLost) => eprintln!("the lease had been lost"),
-        ///     other => other?,
-        /// }
-        /// # Ok(()) }
-        /// ```
-        pub async fn release(self) -> Result<()> {
-            self.hold.release().await
+        impl $t {
+            /// Releases the hold now. Fails with [`Error::LockLost`] when the lease had
+            /// been lost (the hold was gone, or it was no longer protected), and with
+            /// [`Error::Redis`] or [`Error::Unavailable`] when Redis could not be
+            /// reached twice (the hold then expires after its lease).
+            ///
+            /// # Cancel safety
+            /// A release cancelled half way is finished in the background.
+            ///
+            /// ```no_run
+            /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+            /// let guard = lock.write().await?;
+            /// match guard.release().await {
+            ///     Err(cluster_rwlock::Error::LockLost) => eprintln!("the lease had been lost"),
+            ///     other => other?,
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn release(self) -> Result<()> {
+                self.0.release().await
+            }
         }
     };
 }
@@ -139,14 +298,9 @@ macro_rules! guard_common {
 /// # Ok(()) }
 /// ```
 #[must_use = "if unused the lock is released at once (in the background)"]
-pub struct ReadGuard {
-    pub(crate) hold: Hold,
-    pub(crate) lock: RwLock,
-}
+pub struct ReadGuard(pub(crate) Grant);
 
-impl ReadGuard {
-    guard_common!();
-}
+guard_basics!(ReadGuard);
 
 /// An exclusive (write) hold. Dropping it releases it in the background.
 ///
@@ -160,14 +314,11 @@ impl ReadGuard {
 /// # Ok(()) }
 /// ```
 #[must_use = "if unused the lock is released at once (in the background)"]
-pub struct WriteGuard {
-    pub(crate) hold: Hold,
-    pub(crate) lock: RwLock,
-}
+pub struct WriteGuard(pub(crate) Grant);
+
+guard_basics!(WriteGuard);
 
 impl WriteGuard {
-    guard_common!();
-
     /// Turns this write hold into a read hold in one step: no writer can take the lock in
     /// between, and readers may join. The read hold gets a new fence.
     ///
@@ -187,10 +338,10 @@ impl WriteGuard {
     /// # Ok(()) }
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard> {
-        Ok(ReadGuard {
-            hold: self.hold.convert(Mode::Read).await?,
-            lock: self.lock.clone(),
-        })
+        Ok(ReadGuard(Grant::new(
+            self.0.hold.convert(Mode::Read).await?,
+            self.0.lock.clone(),
+        )))
     }
 
     /// Turns this write hold into an upgradable read hold in one step: readers may join,
@@ -210,10 +361,10 @@ impl WriteGuard {
     /// # Ok(()) }
     /// ```
     pub async fn downgrade_to_upgradable(self) -> Result<UpgradableReadGuard> {
-        Ok(UpgradableReadGuard {
-            hold: self.hold.convert(Mode::Upgradable).await?,
-            lock: self.lock.clone(),
-        })
+        Ok(UpgradableReadGuard(Grant::new(
+            self.0.hold.convert(Mode::Upgradable).await?,
+            self.0.lock.clone(),
+        )))
     }
 
     /// Takes another write hold as this guard's owner: granted at once. The new guard is
@@ -234,10 +385,10 @@ impl WriteGuard {
     /// # Ok(()) }
     /// ```
     pub async fn write_again(&self) -> Result<WriteGuard> {
-        Ok(WriteGuard {
-            hold: acquire::again(&self.hold, Mode::Write).await?,
-            lock: self.lock.clone(),
-        })
+        Ok(WriteGuard(Grant::new(
+            acquire::again(&self.0.hold, Mode::Write).await?,
+            self.0.lock.clone(),
+        )))
     }
 }
 
@@ -257,14 +408,11 @@ impl WriteGuard {
 /// # Ok(()) }
 /// ```
 #[must_use = "if unused the lock is released at once (in the background)"]
-pub struct UpgradableReadGuard {
-    pub(crate) hold: Hold,
-    pub(crate) lock: RwLock,
-}
+pub struct UpgradableReadGuard(pub(crate) Grant);
+
+guard_basics!(UpgradableReadGuard);
 
 impl UpgradableReadGuard {
-    guard_common!();
-
     /// Waits until the plain readers have left and turns this hold into the write hold,
     /// with a new, higher fence. Meanwhile new readers wait behind it as behind a queued
     /// writer, and it becomes write before any queued writer: no other writer gets in
@@ -291,14 +439,17 @@ impl UpgradableReadGuard {
     /// # Ok(()) }
     /// ```
     pub async fn upgrade(self) -> Result<WriteGuard> {
-        let ask = Ask::Upgrade { from: self.hold.id };
-        self.hold.state.set_converting(true);
+        let ask = Ask::Upgrade {
+            from: self.0.hold.id,
+        };
+        self.0.hold.state.set_converting(true);
         // (an error drops the guard: its hold is released)
-        let write = acquire::wait_hold(&self.hold.raw, self.hold.owner.clone(), ask, None).await?;
-        Ok(WriteGuard {
-            hold: self.hold.upgraded(write).await?,
-            lock: self.lock.clone(),
-        })
+        let write =
+            acquire::wait_hold(&self.0.hold.raw, self.0.hold.owner.clone(), ask, None).await?;
+        Ok(WriteGuard(Grant::new(
+            self.0.hold.upgraded(write).await?,
+            self.0.lock.clone(),
+        )))
     }
 
     /// [`upgrade`](Self::upgrade) for at most `timeout`: the write hold, or this guard
@@ -332,17 +483,19 @@ impl UpgradableReadGuard {
         self,
         timeout: std::time::Duration,
     ) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
-        let ask = Ask::Upgrade { from: self.hold.id };
-        let raw = self.hold.raw.clone();
-        self.hold.state.set_converting(true);
+        let ask = Ask::Upgrade {
+            from: self.0.hold.id,
+        };
+        let raw = self.0.hold.raw.clone();
+        self.0.hold.state.set_converting(true);
         // (an error other than the timeout drops the guard: its hold is released)
-        match acquire::wait_hold(&raw, self.hold.owner.clone(), ask, Some(timeout)).await {
-            Ok(write) => Ok(Ok(WriteGuard {
-                hold: self.hold.upgraded(write).await?,
-                lock: self.lock.clone(),
-            })),
+        match acquire::wait_hold(&raw, self.0.hold.owner.clone(), ask, Some(timeout)).await {
+            Ok(write) => Ok(Ok(WriteGuard(Grant::new(
+                self.0.hold.upgraded(write).await?,
+                self.0.lock.clone(),
+            )))),
             Err(Error::Timeout(_)) => {
-                self.hold.state.set_converting(false);
+                self.0.hold.state.set_converting(false);
                 Ok(Err(self))
             }
             Err(e) => Err(e),
@@ -368,18 +521,20 @@ impl UpgradableReadGuard {
     /// # Ok(()) }
     /// ```
     pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
-        let ask = Ask::Upgrade { from: self.hold.id };
-        let raw = self.hold.raw.clone();
-        self.hold.state.set_converting(true);
-        let outcome = acquire::try_hold(&raw, self.hold.owner.clone(), ask).await;
+        let ask = Ask::Upgrade {
+            from: self.0.hold.id,
+        };
+        let raw = self.0.hold.raw.clone();
+        self.0.hold.state.set_converting(true);
+        let outcome = acquire::try_hold(&raw, self.0.hold.owner.clone(), ask).await;
         if !matches!(outcome, Ok(Some(_))) {
-            self.hold.state.set_converting(false);
+            self.0.hold.state.set_converting(false);
         }
         match outcome? {
-            Some(write) => Ok(Ok(WriteGuard {
-                hold: self.hold.upgraded(write).await?,
-                lock: self.lock.clone(),
-            })),
+            Some(write) => Ok(Ok(WriteGuard(Grant::new(
+                self.0.hold.upgraded(write).await?,
+                self.0.lock.clone(),
+            )))),
             None => Ok(Err(self)),
         }
     }
@@ -400,16 +555,17 @@ impl UpgradableReadGuard {
     /// # Ok(()) }
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard> {
-        Ok(ReadGuard {
-            hold: self.hold.convert(Mode::Read).await?,
-            lock: self.lock.clone(),
-        })
+        Ok(ReadGuard(Grant::new(
+            self.0.hold.convert(Mode::Read).await?,
+            self.0.lock.clone(),
+        )))
     }
 }
 
 /// Any of the three guards, for code that picks the mode at run time (a command line
-/// flag, a setting): the methods every guard has, and [`mode`](Self::mode). Made with
-/// `From` of each guard.
+/// flag, a setting): it derefs to the [`Grant`] every guard has (fence, mode, lost
+/// signal, owner) and releases with [`release`](Self::release). Made with `From` of each
+/// guard.
 ///
 /// ```no_run
 /// # async fn demo(lock: cluster_rwlock::RwLock, exclusive: bool) -> cluster_rwlock::Result<()> {
@@ -438,93 +594,25 @@ pub enum AnyGuard {
     Upgradable(UpgradableReadGuard),
 }
 
-macro_rules! each {
-    ($self:expr, $g:ident => $e:expr) => {
-        match $self {
-            AnyGuard::Read($g) => $e,
-            AnyGuard::Write($g) => $e,
-            AnyGuard::Upgradable($g) => $e,
+impl std::ops::Deref for AnyGuard {
+    type Target = Grant;
+    fn deref(&self) -> &Grant {
+        match self {
+            AnyGuard::Read(g) => &g.0,
+            AnyGuard::Write(g) => &g.0,
+            AnyGuard::Upgradable(g) => &g.0,
         }
-    };
+    }
 }
 
 impl AnyGuard {
-    /// The mode of the hold.
+    /// Releases the hold now, as each guard's `release` (e.g.
+    /// [`WriteGuard::release`]).
     ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.write().await?);
-    /// assert_eq!(guard.mode(), cluster_rwlock::Mode::Write);
-    /// # Ok(()) }
-    /// ```
-    pub fn mode(&self) -> Mode {
-        match self {
-            AnyGuard::Read(_) => Mode::Read,
-            AnyGuard::Write(_) => Mode::Write,
-            AnyGuard::Upgradable(_) => Mode::Upgradable,
-        }
-    }
-
-    /// As [`WriteGuard::fence`].
+    /// # Cancel safety
+    /// A release cancelled half way is finished in the background.
     ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
-    /// println!("fence {}", guard.fence());
-    /// # Ok(()) }
-    /// ```
-    pub fn fence(&self) -> u64 {
-        each!(self, g => g.fence())
-    }
-
-    /// As [`WriteGuard::is_lost`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
-    /// assert!(!guard.is_lost());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        each!(self, g => g.is_lost())
-    }
-
-    /// As [`WriteGuard::lost`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
-    /// guard.lost().await; // resolves only when the lease is lost
-    /// # Ok(()) }
-    /// ```
-    pub async fn lost(&self) {
-        each!(self, g => g.lost().await)
-    }
-
-    /// As [`WriteGuard::owner`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
-    /// println!("held as {}", guard.owner());
-    /// # Ok(()) }
-    /// ```
-    pub fn owner(&self) -> &str {
-        each!(self, g => g.owner())
-    }
-
-    /// As [`WriteGuard::lock`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let guard = cluster_rwlock::AnyGuard::from(lock.read().await?);
-    /// assert_eq!(guard.lock().name(), lock.name());
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self) -> &RwLock {
-        each!(self, g => g.lock())
-    }
-
+    /// # Errors
     /// As [`WriteGuard::release`].
     ///
     /// ```no_run
@@ -533,7 +621,11 @@ impl AnyGuard {
     /// # Ok(()) }
     /// ```
     pub async fn release(self) -> Result<()> {
-        each!(self, g => g.release().await)
+        match self {
+            AnyGuard::Read(g) => g.0.release().await,
+            AnyGuard::Write(g) => g.0.release().await,
+            AnyGuard::Upgradable(g) => g.0.release().await,
+        }
     }
 }
 
@@ -554,22 +646,3 @@ impl From<UpgradableReadGuard> for AnyGuard {
         AnyGuard::Upgradable(g)
     }
 }
-
-macro_rules! guard_debug {
-    ($t:ty) => {
-        impl std::fmt::Debug for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($t))
-                    .field("name", &self.lock.name())
-                    .field("owner", &self.hold.owner)
-                    .field("mode", &self.hold.mode)
-                    .field("fence", &self.hold.fence)
-                    .field("lost", &self.is_lost())
-                    .finish()
-            }
-        }
-    };
-}
-guard_debug!(ReadGuard);
-guard_debug!(WriteGuard);
-guard_debug!(UpgradableReadGuard);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 mod guard;
 
-pub use guard::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use guard::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 
 use crate::acquire::{self, Ask};
 use crate::error::Result;
@@ -100,6 +100,36 @@ pub struct Holder {
     pub lease_left: Duration,
 }
 
+impl Holder {
+    /// The name of the client that made this owner token
+    /// ([`LockConfig::client_name`](crate::LockConfig::client_name), default
+    /// `<pid>@<host>`): the part of `<name>/<random>:<n>` before the `/`. `None` for an
+    /// explicit owner token ([`RwLock::with_owner`]) that does not have that shape.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// for h in lock.state().await?.holders {
+    ///     println!("{} ({})", h.client_name().unwrap_or("-"), h.owner);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn client_name(&self) -> Option<&str> {
+        client_name_of(&self.owner)
+    }
+}
+
+/// The client name in an owner token of the shape `<name>/<32 hex>:<n>`.
+pub(crate) fn client_name_of(owner: &str) -> Option<&str> {
+    let (name, rest) = owner.rsplit_once('/')?;
+    let (random, n) = rest.split_once(':')?;
+    let shaped = !name.is_empty()
+        && random.len() == 32
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit());
+    shaped.then_some(name)
+}
+
 /// A snapshot of a lock, read in one call.
 ///
 /// ```no_run
@@ -150,6 +180,24 @@ macro_rules! acquire_doc {
     };
 }
 
+/// Runs `work` under `grant` and releases it after (see [`RwLock::with_write`]); the grant
+/// lives in this future, so a panic or a drop releases it as a dropped guard does.
+async fn run_under<F, Fut, T>(grant: Grant, work: F) -> Result<T>
+where
+    F: FnOnce(u64, LostSignal) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let signal = grant.lost_signal();
+    let out = work(grant.fence(), signal.clone()).await;
+    let released = grant.release().await;
+    // a release that cannot reach Redis is no error of `work` (the hold expires after its
+    // lease), unless the lease had been lost by then
+    if signal.is_lost() || matches!(released, Err(crate::error::Error::LockLost)) {
+        return Err(crate::error::Error::LockLost);
+    }
+    Ok(out)
+}
+
 impl RwLock {
     pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String, explicit: bool) -> RwLock {
         RwLock {
@@ -160,24 +208,15 @@ impl RwLock {
     }
 
     fn read_guard(&self, hold: crate::hold::Hold) -> ReadGuard {
-        ReadGuard {
-            hold,
-            lock: self.clone(),
-        }
+        ReadGuard(guard::Grant::new(hold, self.clone()))
     }
 
     fn write_guard(&self, hold: crate::hold::Hold) -> WriteGuard {
-        WriteGuard {
-            hold,
-            lock: self.clone(),
-        }
+        WriteGuard(guard::Grant::new(hold, self.clone()))
     }
 
     fn upgradable_guard(&self, hold: crate::hold::Hold) -> UpgradableReadGuard {
-        UpgradableReadGuard {
-            hold,
-            lock: self.clone(),
-        }
+        UpgradableReadGuard(guard::Grant::new(hold, self.clone()))
     }
 
     /// The lock's name.
@@ -265,8 +304,8 @@ impl RwLock {
     }
 
     /// Waits for a new hold of `mode` (at most `timeout`), as the next owner token. Not
-    /// an `async fn`: it hands out `wait_hold`'s future itself, so that the acquire
-    /// futures nest no deeper (their layout is near the compiler's query depth limit).
+    /// an `async fn`: it hands out `wait_hold`'s future itself, one layer fewer in the
+    /// futures users hold.
     fn wait(
         &self,
         mode: Mode,
@@ -439,6 +478,79 @@ impl RwLock {
         Ok(hold.map(|hold| self.upgradable_guard(hold)))
     }
 
+    /// Runs `work` under a write hold taken within `timeout`, and releases the hold after,
+    /// also when `work` fails or panics (a panic releases it in the background, as a
+    /// dropped guard does). `work` gets the grant's fence, for the resource to check, and
+    /// the hold's [`LostSignal`].
+    ///
+    /// What `work` should do with them: race `lost` against the preparation (reads,
+    /// computing), then commit once, with the fence, and do not cancel the commit (a
+    /// write cancelled half way may tear the resource; the fence makes a late commit
+    /// harmless instead). See [`Grant::lost`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `work` and releases the hold (in the background).
+    ///
+    /// # Errors
+    /// As [`write_timeout`](Self::write_timeout) before `work` runs. After it:
+    /// [`Error::LockLost`] when the lease was lost while `work` ran (its result is then
+    /// dropped: it ran partly unprotected; the fence told the resource); a release that
+    /// cannot reach Redis is not an error (the hold expires after its lease).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let written = lock
+    ///     .with_write(Duration::from_secs(5), |fence, lost| async move {
+    ///         let data = tokio::select! {
+    ///             _ = lost.lost() => return Err("lease lost while preparing"),
+    ///             data = async { /* read, compute */ "new value" } => data,
+    ///         };
+    ///         // commit `data` with `fence`: not raced against `lost`
+    ///         Ok((data, fence))
+    ///     })
+    ///     .await?;
+    /// match written {
+    ///     Ok((data, fence)) => println!("wrote {data} under fence {fence}"),
+    ///     Err(why) => eprintln!("not written: {why}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_write<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<T>
+    where
+        F: FnOnce(u64, LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.write_timeout(timeout).await?;
+        run_under(guard.0, work).await
+    }
+
+    /// [`with_write`](Self::with_write) under a read hold.
+    ///
+    /// # Cancel safety
+    /// As [`with_write`](Self::with_write).
+    ///
+    /// # Errors
+    /// As [`with_write`](Self::with_write), with [`read_timeout`](Self::read_timeout).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let seen = lock
+    ///     .with_read(Duration::from_secs(5), |fence, _lost| async move { fence })
+    ///     .await?;
+    /// println!("read under fence {seen}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_read<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<T>
+    where
+        F: FnOnce(u64, LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.read_timeout(timeout).await?;
+        run_under(guard.0, work).await
+    }
+
     /// The lock's current state, read in one call (expired entries are left out). O(n)
     /// in the number of holders: a diagnostic, not for the hot path.
     ///
@@ -492,5 +604,34 @@ impl RwLock {
             fence: raw.fence,
             waiting_writers: raw.queued,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_name_of;
+
+    #[test]
+    fn client_names_are_read_from_owner_tokens_of_their_shape() {
+        let random = "c734d57db2c34e179d1065b595a90956";
+        assert_eq!(
+            client_name_of(&format!("publisher@host-a/{random}:17")),
+            Some("publisher@host-a")
+        );
+        assert_eq!(
+            client_name_of(&format!("42@web-3/{random}:0")),
+            Some("42@web-3")
+        );
+        for other in [
+            "job-17".to_string(),
+            format!("{random}:17"),
+            format!("/{random}:17"),
+            format!("a/{random}"),
+            format!("a/{random}:"),
+            format!("a/{random}:x"),
+            "a/short:1".to_string(),
+        ] {
+            assert_eq!(client_name_of(&other), None, "{other}");
+        }
     }
 }

@@ -336,18 +336,30 @@ impl Scripts {
     /// EVALSHA, loading the script again on NOSCRIPT; with `t.confirm`, in one round trip
     /// with the WAIT that confirms it ([`Error::NotReplicated`] when too few replicas
     /// acknowledged: what the script did stays on the master, for the caller to undo).
-    async fn run(&self, on: On<'_>, script: &Script, args: Vec<String>) -> Result<Value> {
-        let (client, counters, t) = (on.client, on.counters, &on.target);
-        match t.confirm {
-            None => {
-                self.run_unconfirmed(client, counters, script, t, args)
-                    .await
+    ///
+    /// Boxed: the client's futures are deep types, and every acquire, renewal and release
+    /// future holds one; behind a box they add one pointer to the futures above, not their
+    /// whole layout (which brought users' futures near the compiler's query depth limit).
+    /// One allocation per round trip.
+    fn run<'a>(
+        &'a self,
+        on: On<'a>,
+        script: &'a Script,
+        args: Vec<String>,
+    ) -> futures_util::future::BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let (client, counters, t) = (on.client, on.counters, &on.target);
+            match t.confirm {
+                None => {
+                    self.run_unconfirmed(client, counters, script, t, args)
+                        .await
+                }
+                Some(c) => {
+                    self.run_confirmed(client, counters, script, t, args, c)
+                        .await
+                }
             }
-            Some(c) => {
-                self.run_confirmed(client, counters, script, t, args, c)
-                    .await
-            }
-        }
+        })
     }
 
     async fn run_confirmed(

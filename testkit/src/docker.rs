@@ -86,12 +86,20 @@ pub(super) async fn prepare_docker() -> Result<(), TestkitError> {
 /// that lacks it; another image is refused with how to get one).
 pub(super) async fn ensure_image(server: Server, skewable: bool) -> Result<(), TestkitError> {
     let image = &server.image();
-    let ready = match faketime_label(image).await {
-        Ok(label) => !skewable || label.is_some(),
-        Err(_) => false, // no such image
+    let ready = || async {
+        match faketime_label(image).await {
+            Ok(label) => !skewable || label.is_some(),
+            Err(_) => false, // no such image
+        }
     };
-    if !ready {
-        build_image(server, image).await?;
+    if !ready().await {
+        // one build at a time in this process (the script takes a lock of the machine
+        // for other processes); a test that waited here looks again before building
+        static BUILD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = BUILD.lock().await;
+        if !ready().await {
+            build_image(server, image).await?;
+        }
     }
     if skewable && faketime_label(image).await?.is_none() {
         return Err(TestkitError::Faketime(format!(

