@@ -22,9 +22,14 @@
 //!         let guard = lock.write_timeout(Duration::from_secs(5)).await?;
 //!         // hand the fence to the resource, which refuses lower fences than it has seen
 //!         let fence = guard.fence();
-//!         tokio::select! {
-//!             _ = guard.lost() => { /* lease lost: stop, another owner may hold it */ }
-//!             _ = async { /* the protected work, under `fence` */ } => {}
+//!         // race the lease against the preparation, not against the commit: a write
+//!         // cancelled half way may tear the resource, a late one is refused by its fence
+//!         let prepared = tokio::select! {
+//!             _ = guard.lost() => None, // lease lost: stop, another owner may hold it
+//!             data = async { /* read, compute */ 42 } => Some(data),
+//!         };
+//!         if let Some(data) = prepared {
+//!             let _ = (data, fence); // commit once, under `fence`, not cancelled
 //!         }
 //!         guard.release().await
 //!     });
@@ -150,6 +155,10 @@
 //!   may grant fences above its successor's.
 //! - **A single node** (a URL that is not a cluster) has no replicas the client knows
 //!   of: its grants are confirmed alone.
+//! - **A lock excludes overlap, not repetition.** "Once per fleet" jobs started by each
+//!   machine's own clock (cron) run again on a machine whose clock is behind by more than
+//!   the job takes: the first run is over, the lock free. Record what was done (with the
+//!   fence) and skip it when it is there, or hold the lock longer than the clocks' skew.
 //! - A master that hangs (frozen, or cut off by a partition) affects only the locks of
 //!   its own slots, and only until the cluster fails it over: the client has connections
 //!   per node, reads the slot map from the nodes that answer (merged by config epoch, so

@@ -688,7 +688,10 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
     let client = LockClient::connect(LockConfig::from_url(&seed).unwrap().prefix(&p))
         .await
         .expect("a client from redis://");
-    assert!(client.redis().is_clustered(), "the node said it is a cluster");
+    assert!(
+        client.redis().is_clustered(),
+        "the node said it is a cluster"
+    );
     // a lock on each master: routed to its own master, granted without a redirect
     let mut foreign = None;
     for slot in [0, 8000, 16000] {
@@ -697,10 +700,17 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
             .await
             .remove(0);
         let node = client.node_for_slot(lock.slot()).expect("routed");
-        assert!(node.ends_with(&format!(":{}", master.port)), "{node} for {master:?}");
+        assert!(
+            node.ends_with(&format!(":{}", master.port)),
+            "{node} for {master:?}"
+        );
         let began = Instant::now();
         lock.write().await.unwrap().release().await.unwrap();
-        assert!(began.elapsed() < Duration::from_millis(500), "{:?}", began.elapsed());
+        assert!(
+            began.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            began.elapsed()
+        );
         if master.port != seed_port {
             foreign = Some(lock.name().to_string());
         }
@@ -712,17 +722,26 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
     let single = LockClient::connect(LockConfig::single_node(&seed).unwrap().prefix(&p))
         .await
         .expect("a single-node client");
-    let lock = single.rwlock(&foreign.expect("a master other than the seed")).unwrap();
+    let lock = single
+        .rwlock(&foreign.expect("a master other than the seed"))
+        .unwrap();
     let began = Instant::now();
     match lock.try_write().await {
         Err(Error::InvalidConfig(text)) => {
             assert!(text.contains("cluster node"), "{text}");
             assert!(text.contains("LockConfig::cluster"), "{text}");
-            assert!(text.contains(&format!(":{seed_port}")), "names the node: {text}");
+            assert!(
+                text.contains(&format!(":{seed_port}")),
+                "names the node: {text}"
+            );
         }
         other => panic!("a single-node client on another master's slot: {other:?}"),
     }
-    assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        began.elapsed()
+    );
     single.close().await;
     assert_no_keys(cluster, &p).await;
 }
@@ -746,7 +765,11 @@ async fn holders_carry_a_readable_client_name() {
     assert_eq!(names[0], None, "the explicit owner has no client name");
     assert!(names[1].unwrap().starts_with(&default), "{names:?}");
     assert_eq!(names[2], Some("publisher@host-a"));
-    assert!(r1.owner().starts_with("publisher@host-a/"), "{}", r1.owner());
+    assert!(
+        r1.owner().starts_with("publisher@host-a/"),
+        "{}",
+        r1.owner()
+    );
     // a name changes nothing about ownership: two handles of one name still exclude
     let other = named.rwlock("res").unwrap();
     let w = other.try_write().await.unwrap();
@@ -755,7 +778,10 @@ async fn holders_carry_a_readable_client_name() {
         g.release().await.unwrap();
     }
     let w1 = a.write().await.unwrap();
-    assert!(other.try_write().await.unwrap().is_none(), "one name, two writers");
+    assert!(
+        other.try_write().await.unwrap().is_none(),
+        "one name, two writers"
+    );
     w1.release().await.unwrap();
     named.close().await;
     plain.close().await;
@@ -783,14 +809,20 @@ async fn with_write_releases_after_success_error_and_panic() {
         .await
         .unwrap();
     assert!(fence > before && held, "held under fence {fence}");
-    assert!(other.try_write().await.unwrap().is_some(), "released after success");
+    assert!(
+        other.try_write().await.unwrap().is_some(),
+        "released after success"
+    );
 
     let failed: Result<(), &str> = lock
         .with_write(timeout, |_, _| async { Err("the work failed") })
         .await
         .unwrap();
     assert_eq!(failed, Err("the work failed"));
-    assert!(other.try_write().await.unwrap().is_some(), "released after an error");
+    assert!(
+        other.try_write().await.unwrap().is_some(),
+        "released after an error"
+    );
 
     let panicking = lock.clone();
     let task = tokio::spawn(async move {
@@ -802,7 +834,11 @@ async fn with_write_releases_after_success_error_and_panic() {
     // released in the background by the dropped guard, not after a lease (30 s)
     let began = Instant::now();
     let w = other.write_timeout(Duration::from_secs(3)).await.unwrap();
-    assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        began.elapsed()
+    );
     w.release().await.unwrap();
 
     // a hold lost while the work ran: LockLost, not the work's result

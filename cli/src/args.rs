@@ -124,6 +124,11 @@ pub struct ListArgs {
 pub struct WatchArgs {
     /// The lock's name.
     pub name: String,
+    /// How often to read the lock's state. Every grant moves the fence, which the lock
+    /// keeps for a minute after its last release: a grant and its release between two
+    /// looks are still seen (as one line per look).
+    #[arg(long, value_parser = duration, default_value = "100ms")]
+    pub every: Duration,
 }
 
 /// `500ms`, `30s`, `2m`, `1h`; a bare number is seconds.

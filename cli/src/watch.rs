@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, ReleaseMessage};
+use cluster_rwlock::{LockClient, LockState, Mode, ReleaseMessage};
 use fred::prelude::*;
 
 use crate::args::{Cli, WatchArgs};
@@ -47,8 +47,8 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         }
     };
     let mut messages = subscriber.as_ref().map(|s| s.message_rx());
-    let mut last = None;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut last: Option<Seen> = None;
+    let mut tick = tokio::time::interval(a.every.max(Duration::from_millis(10)));
     println!(
         "{} watching {} ({}), Ctrl-C to stop",
         now(),
@@ -73,11 +73,13 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         }
         match lock.state().await {
             Ok(s) => {
-                let j = state_json(client, &lock, &s);
-                let shown = (s.mode, s.fence, s.holders.len(), s.waiting_writers.clone());
-                if last.as_ref() != Some(&shown) {
-                    println!("{} {j}", now());
-                    last = Some(shown);
+                let seen = Seen::of(&s);
+                if last.as_ref() != Some(&seen) {
+                    if let Some(event) = seen.since(last.as_ref()) {
+                        println!("{} {event}", now());
+                    }
+                    println!("{} {}", now(), state_json(client, &lock, &s));
+                    last = Some(seen);
                 }
             }
             Err(e) => {
@@ -92,4 +94,91 @@ pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
         let _ = s.quit().await;
     }
     0
+}
+
+/// What one look at the lock saw, as far as `watch` tells changes apart.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    mode: Option<Mode>,
+    fence: Option<u64>,
+    holders: Vec<String>,
+    waiting: Vec<String>,
+}
+
+impl Seen {
+    fn of(s: &LockState) -> Seen {
+        let mut holders: Vec<String> = s
+            .holders
+            .iter()
+            .map(|h| h.client_name().unwrap_or(&h.owner).to_string())
+            .collect();
+        holders.sort();
+        Seen {
+            mode: s.mode,
+            fence: s.fence,
+            holders,
+            waiting: s.waiting_writers.clone(),
+        }
+    }
+
+    /// The grant or release between `before` and this look, in words. Every grant moves
+    /// the fence (kept a minute after the last release), so a grant is seen even when it
+    /// was released before this look.
+    fn since(&self, before: Option<&Seen>) -> Option<String> {
+        let before_fence = before.and_then(|b| b.fence);
+        let granted = self.fence.is_some() && self.fence != before_fence;
+        let fence = self.fence.map_or("-".into(), |f| f.to_string());
+        let who = self.holders.join(", ");
+        match (granted, self.mode, before.and_then(|b| b.mode)) {
+            (true, Some(m), _) => Some(format!("granted: {} to {who} (fence {fence})", m.as_str())),
+            (true, None, _) => Some(format!(
+                "granted and released since the last look (fence {fence}): free"
+            )),
+            (false, None, Some(_)) => Some(format!("released (fence {fence}): free")),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(mode: Option<Mode>, fence: Option<u64>, holders: &[&str]) -> Seen {
+        Seen {
+            mode,
+            fence,
+            holders: holders.iter().map(|h| h.to_string()).collect(),
+            waiting: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn looks_are_told_as_grants_and_releases() {
+        let free = seen(None, Some(5), &[]);
+        let held = seen(Some(Mode::Write), Some(7), &["a@h"]);
+        assert_eq!(
+            held.since(Some(&free)).unwrap(),
+            "granted: write to a@h (fence 7)"
+        );
+        assert_eq!(held.since(None).unwrap(), "granted: write to a@h (fence 7)");
+        let after = seen(None, Some(7), &[]);
+        assert_eq!(
+            after.since(Some(&held)).unwrap(),
+            "released (fence 7): free"
+        );
+        let brief = seen(None, Some(9), &[]);
+        assert_eq!(
+            brief.since(Some(&after)).unwrap(),
+            "granted and released since the last look (fence 9): free"
+        );
+        // another reader joins under a new fence: a grant; the same look again: nothing
+        let more = seen(Some(Mode::Read), Some(11), &["a@h", "b@h"]);
+        assert!(more
+            .since(Some(&held))
+            .unwrap()
+            .starts_with("granted: read to a@h, b@h"));
+        assert_eq!(free.since(Some(&free)), None);
+        assert_eq!(seen(None, None, &[]).since(None), None);
+    }
 }

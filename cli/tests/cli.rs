@@ -297,9 +297,70 @@ async fn inspect_and_list_show_the_holders_on_every_master() {
         "{shown}"
     );
 
+    // the holder's readable client name, in the JSON and the text
+    let named = common::client_with(cluster, |c| {
+        c.prefix(&prefix).client_name("publisher@host-a")
+    })
+    .await;
+    let r = named.rwlock("named").unwrap().read().await.unwrap();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "named", "--json"]);
+    let out = output(cmd).await;
+    let j: Json = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
+    assert_eq!(j["holders"][0]["client"], "publisher@host-a", "{j}");
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["list", "named"]);
+    let out = output(cmd).await;
+    assert!(
+        text(&out.stdout).contains("1 holder(s) (publisher@host-a)"),
+        "{}",
+        text(&out.stdout)
+    );
+    r.release().await.unwrap();
+    named.close().await;
+
     for g in guards {
         g.release().await.unwrap();
     }
     w.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_sees_uncontended_cycles() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-watch");
+    let client =
+        common::client_with(cluster, |c| c.prefix(&prefix).client_name("cycler@here")).await;
+    let lock = client.rwlock("brief").unwrap();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["watch", "brief", "--every", "50ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let watcher = cmd.spawn().expect("watch runs");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // ten uncontended cycles, held for a moment each (a release publishes nothing then)
+    let mut fences = Vec::new();
+    for _ in 0..10 {
+        let w = lock.write().await.unwrap();
+        fences.push(w.fence());
+        w.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut watcher = watcher;
+    watcher.start_kill().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), watcher.wait_with_output())
+        .await
+        .expect("watch stops")
+        .unwrap();
+    let shown = text(&out.stdout);
+    for fence in &fences {
+        assert!(
+            shown
+                .lines()
+                .any(|l| l.contains(" granted") && l.contains(&format!("(fence {fence})"))),
+            "grant under fence {fence} not shown:\n{shown}"
+        );
+    }
     client.close().await;
 }
