@@ -94,7 +94,7 @@ pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
 ///     .clock_margin(Duration::from_secs(2));
 /// assert_eq!(config.lease_duration(), Duration::from_secs(10));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LockConfig {
     pub(crate) urls: Vec<String>,
     pub(crate) topology: Topology,
@@ -108,6 +108,31 @@ pub struct LockConfig {
     pub(crate) connections: usize,
     pub(crate) metrics_lock_names: bool,
     pub(crate) client_name: String,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: crate::tls::TlsSettings,
+}
+
+impl std::fmt::Debug for LockConfig {
+    // URLs without their passwords; the TLS key never
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        let mut d = f.debug_struct("LockConfig");
+        d.field("urls", &urls)
+            .field("topology", &self.topology)
+            .field("client_name", &self.client_name)
+            .field("prefix", &self.prefix)
+            .field("lease", &self.lease)
+            .field("notifications", &self.notifications)
+            .field("durability", &self.durability)
+            .field("clock_margin", &self.clock_margin)
+            .field("command_timeout", &self.command_timeout)
+            .field("retry_interval", &self.retry_interval)
+            .field("connections", &self.connections)
+            .field("metrics_lock_names", &self.metrics_lock_names);
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls);
+        d.finish()
+    }
 }
 
 /// What the URLs name: a cluster, one node, or whatever the first node says it is.
@@ -150,8 +175,8 @@ impl LockConfig {
     /// ```
     pub fn from_url(url: &str) -> Result<LockConfig> {
         check_scheme(url)?;
-        let config =
-            Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+        let config = Config::from_url(url)
+            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
         let topology = match config.server {
             ServerConfig::Clustered { .. } => Topology::Cluster,
             _ => Topology::Detect,
@@ -172,11 +197,12 @@ impl LockConfig {
     /// ```
     pub fn single_node(url: &str) -> Result<LockConfig> {
         check_scheme(url)?;
-        let config =
-            Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+        let config = Config::from_url(url)
+            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
         if matches!(config.server, ServerConfig::Clustered { .. }) {
             return Err(Error::InvalidConfig(format!(
-                "{url}: a cluster URL for a single node; use LockConfig::from_url"
+                "{}: a cluster URL for a single node; use LockConfig::from_url",
+                redact(url)
             )));
         }
         Ok(LockConfig::new(vec![url.to_string()], Topology::Single))
@@ -196,6 +222,8 @@ impl LockConfig {
             connections: 2,
             metrics_lock_names: false,
             client_name: default_client_name(),
+            #[cfg(feature = "tls")]
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 
@@ -238,6 +266,64 @@ impl LockConfig {
     /// ```
     pub fn name(&self) -> &str {
         &self.client_name
+    }
+
+    /// With the cargo feature `tls`: trust these certificate authorities (PEM, one or
+    /// more certificates) for `rediss://` instead of the system's roots. Server
+    /// certificates are checked against the host name or IP address the client connects
+    /// to: the seed's, then the addresses the cluster announces (`CLUSTER NODES`), so
+    /// node certificates must name those addresses (IP SANs when the cluster announces
+    /// IPs, as most do).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca = std::fs::read("/etc/redis/ca.pem")?;
+    /// let config = cluster_rwlock::LockConfig::from_url("rediss://10.0.0.5:6380")?.tls_ca_pem(ca);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> LockConfig {
+        self.tls.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// With the cargo feature `tls`: present this client certificate chain and key
+    /// (PEM) to servers that ask for one (mutual TLS, `tls-auth-clients yes`). The key
+    /// never shows in `Debug` or errors.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = cluster_rwlock::LockConfig::from_url("rediss://10.0.0.5:6380")?
+    ///     .tls_client_auth(std::fs::read("client.pem")?, std::fs::read("client.key")?);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_auth(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> LockConfig {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// With the cargo feature `tls`: accept ANY server certificate. The link is still
+    /// encrypted, but anyone in the path can read and change it. For tests against
+    /// self-signed servers only; never in production.
+    ///
+    /// ```no_run
+    /// # fn demo() -> cluster_rwlock::Result<()> {
+    /// let config = cluster_rwlock::LockConfig::from_url("rediss://127.0.0.1:6380")?
+    ///     .tls_skip_verification_for_tests_only();
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_skip_verification_for_tests_only(mut self) -> LockConfig {
+        self.tls.skip_verification = true;
+        self
     }
 
     /// Key prefix (default `rwlock`); it may not contain `{` or `}`.
@@ -417,8 +503,49 @@ impl LockConfig {
         &self.prefix
     }
 
-    /// Checks the settings and builds fred's config.
+    /// Checks the settings and builds fred's config, TLS included.
     pub(crate) fn to_fred(&self) -> Result<Config> {
+        let config = self.fred_without_tls()?;
+        self.with_tls(config)
+    }
+
+    /// TLS as the URLs ask: `rediss://` is TLS or an error, never plaintext.
+    fn with_tls(&self, mut config: Config) -> Result<Config> {
+        let tls_urls = self.urls.iter().filter(|u| u.starts_with("rediss")).count();
+        if tls_urls == 0 {
+            #[cfg(feature = "tls")]
+            if self.tls.ca_pem.is_some() || self.tls.client.is_some() || self.tls.skip_verification
+            {
+                return Err(Error::InvalidConfig(
+                    "TLS settings were given for redis:// URLs, which are plaintext: use rediss://"
+                        .into(),
+                ));
+            }
+            return Ok(config);
+        }
+        if tls_urls != self.urls.len() {
+            return Err(Error::InvalidConfig(
+                "some URLs are rediss:// and some redis://: one cluster speaks one".into(),
+            ));
+        }
+        #[cfg(feature = "tls")]
+        {
+            let rustls = crate::tls::client_config(&self.tls)?;
+            config.tls = Some(fred::types::config::TlsConnector::from(rustls).into());
+            Ok(config)
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = &mut config;
+            Err(Error::InvalidConfig(format!(
+                "{}: rediss:// asks for TLS, and this build of cluster-rwlock has none: enable its cargo feature `tls`",
+                redact(&self.urls[0])
+            )))
+        }
+    }
+
+    /// Checks the settings and builds fred's config, without TLS.
+    fn fred_without_tls(&self) -> Result<Config> {
         keys::check_prefix(&self.prefix)?;
         check_client_name(&self.client_name)?;
         if self.lease < Duration::from_millis(30) {
@@ -463,14 +590,14 @@ impl LockConfig {
             || self.urls.len() == 1 && first.contains("-cluster://")
         {
             return Config::from_url(first)
-                .map_err(|e| Error::InvalidConfig(format!("{first}: {e}")));
+                .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(first))));
         }
-        let mut config =
-            Config::from_url(first).map_err(|e| Error::InvalidConfig(format!("{first}: {e}")))?;
+        let mut config = Config::from_url(first)
+            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(first))))?;
         let mut hosts = Vec::new();
         for url in &self.urls {
-            let one =
-                Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{url}: {e}")))?;
+            let one = Config::from_url(url)
+                .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
             match one.server {
                 ServerConfig::Centralized { server } => {
                     hosts.push((server.host.to_string(), server.port))
@@ -478,11 +605,37 @@ impl LockConfig {
                 ServerConfig::Clustered { hosts: h, .. } => {
                     hosts.extend(h.into_iter().map(|s| (s.host.to_string(), s.port)))
                 }
-                _ => return Err(Error::InvalidConfig(format!("{url}: not a node URL"))),
+                _ => {
+                    return Err(Error::InvalidConfig(format!(
+                        "{}: not a node URL",
+                        redact(url)
+                    )))
+                }
             }
         }
         config.server = ServerConfig::new_clustered(hosts);
         Ok(config)
+    }
+}
+
+/// `url` without its password (`redis://user:***@host:port`), for messages and `Debug`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let user = userinfo.split_once(':').map_or("", |(u, _)| u);
+            let shown = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_string()
+            };
+            format!("{scheme}://{shown}{}", &rest[at..])
+        }
+        None => url.to_string(),
     }
 }
 
@@ -528,7 +681,8 @@ fn check_scheme(url: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidConfig(format!(
-            "{url}: expected redis://, rediss://, redis-cluster:// or rediss-cluster://"
+            "{}: expected redis://, rediss://, redis-cluster:// or rediss-cluster://",
+            redact(url)
         )))
     }
 }
@@ -580,6 +734,49 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact("redis://:s3cret@h:1"), "redis://:***@h:1");
+        assert_eq!(
+            redact("rediss://app:s3cret@h:1/0"),
+            "rediss://app:***@h:1/0"
+        );
+        assert_eq!(redact("redis://s3cret@h:1"), "redis://***@h:1");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("nonsense s3cret"), "nonsense s3cret");
+        let config = LockConfig::cluster(["redis://app:s3cret@a:7000", "redis://:s3cret@b:1"]);
+        assert!(!format!("{config:?}").contains("s3cret"), "{config:?}");
+        let e = LockConfig::cluster(["http://app:s3cret@a:7000"])
+            .to_fred()
+            .unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = LockConfig::from_url("redis://app:s3cret@[bad").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn rediss_is_tls_or_an_error_never_plaintext() {
+        let tls = LockConfig::cluster(["rediss://app:s3cret@a:7000"]).to_fred();
+        #[cfg(feature = "tls")]
+        assert!(tls.unwrap().tls.is_some());
+        #[cfg(not(feature = "tls"))]
+        match tls {
+            Err(Error::InvalidConfig(text)) => {
+                assert!(text.contains("cargo feature `tls`"), "{text}");
+                assert!(!text.contains("s3cret"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mixed = LockConfig::cluster(["rediss://a:7000", "redis://b:7001"]).to_fred();
+        assert!(matches!(mixed, Err(Error::InvalidConfig(_))));
+        #[cfg(feature = "tls")]
+        assert!(LockConfig::cluster(["redis://a:7000"])
+            .to_fred()
+            .unwrap()
+            .tls
+            .is_none());
     }
 
     #[test]

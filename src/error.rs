@@ -121,6 +121,16 @@ pub(crate) fn describe(e: &fred::error::Error) -> String {
             .split_once("kind: ")
             .and_then(|(_, rest)| rest.split([',', ' ', '}', ')']).next())
             .filter(|k| !k.is_empty());
+        // `Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }`: a TLS
+        // or protocol error inside an I/O error; its own words are what matters
+        let inner = details
+            .strip_prefix("Custom {")
+            .and_then(|rest| rest.split_once("error: "))
+            .map(|(_, e)| e.trim_end_matches(|c: char| c == '}' || c.is_whitespace()))
+            .filter(|e| !e.is_empty());
+        if let (Some(kind), Some(inner)) = (kind, inner) {
+            return format!("{}: {}", words(kind), inner.trim_matches('"'));
+        }
         if let Some(m) = message.or_else(|| kind.map(words)) {
             return m;
         }
@@ -161,6 +171,31 @@ impl Error {
         match self {
             Error::Timeout(_) | Error::Unavailable(_) | Error::NotReplicated { .. } => true,
             Error::Redis(e) | Error::Connect { source: e, .. } => redis_retryable(e),
+            _ => false,
+        }
+    }
+
+    /// Whether the server refused the call for want of a permission: a command, key or
+    /// channel the ACL user may not use (`NOPERM`), or no or wrong credentials
+    /// (`NOAUTH`, `WRONGPASS`). The message names what was refused. Never retryable.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// match lock.try_write().await {
+    ///     Err(e) if e.is_permission_denied() => eprintln!("check the ACL rule: {e}"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            Error::Redis(e) | Error::Connect { source: e, .. } => {
+                let d = e.details();
+                ["NOPERM", "NOAUTH", "WRONGPASS"]
+                    .iter()
+                    .any(|p| d.starts_with(p))
+                    || *e.kind() == fred::error::ErrorKind::Auth
+            }
             _ => false,
         }
     }
@@ -259,7 +294,15 @@ mod tests {
         assert!(!text.contains("Os {"), "{text}");
         assert!(e.is_retryable() && e.is_unavailable());
         let e = Error::from(FredError::from(io));
-        assert_eq!(e.to_string(), "redis: connection refused");
+        assert_eq!(e.to_string(), "redis: connection refused: Connection refused");
+        let tls = FredError::new(
+            ErrorKind::IO,
+            "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",
+        );
+        assert_eq!(
+            Error::from(tls).to_string(),
+            "redis: invalid data: InvalidCertificate(UnknownIssuer)"
+        );
         let auth = Error::from(FredError::new(
             ErrorKind::Auth,
             "WRONGPASS invalid password",

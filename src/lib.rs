@@ -237,6 +237,8 @@ mod renewal;
 pub mod scripts;
 mod shared;
 pub mod slot;
+#[cfg(feature = "tls")]
+mod tls;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -240,3 +240,82 @@ async fn wrong_password_and_a_user_without_scripts() {
         .unwrap();
     assert_no_keys(cluster, &p).await;
 }
+
+/// The README's ACL rule for an application user, with `<prefix>` replaced.
+fn app_acl_rule(prefix: &str) -> Vec<String> {
+    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit";
+    rule.replace("<prefix>", prefix)
+        .split(' ')
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why() {
+    let cluster = cluster().await;
+    let p = prefix("acl-app");
+    let app = format!("app{}", &p[p.len() - 8..]);
+    let reader = format!("ro{}", &p[p.len() - 8..]);
+    let mut args: Vec<String> = vec!["SETUSER".into(), app.clone(), "on".into(), ">app-pw".into()];
+    args.extend(app_acl_rule(&p));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cluster.command_on_all("ACL", &args).await.unwrap();
+    let mut ro: Vec<String> = vec!["SETUSER".into(), reader.clone(), "on".into(), ">ro-pw".into()];
+    ro.extend(app_acl_rule(&p));
+    // keys readable, not writable
+    ro.push("resetkeys".into());
+    ro.push(format!("%R~{p}:*"));
+    let ro: Vec<&str> = ro.iter().map(String::as_str).collect();
+    cluster.command_on_all("ACL", &ro).await.unwrap();
+    let port = cluster.nodes()[0].port;
+    let url = |u: &str, pw: &str| format!("redis://{u}:{pw}@127.0.0.1:{port}");
+
+    // the application user: every call the lock makes, a hand-off by release message
+    let a = LockClient::connect(LockConfig::from_url(&url(&app, "app-pw")).unwrap().prefix(&p))
+        .await
+        .expect("the least-privilege user connects");
+    let b = LockClient::connect(LockConfig::from_url(&url(&app, "app-pw")).unwrap().prefix(&p))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let name = format!("res-{i}");
+        let w = a.rwlock(&name).unwrap().write().await.unwrap();
+        let theirs = b.rwlock(&name).unwrap();
+        let waiting = tokio::spawn(async move {
+            let w2 = theirs.write_timeout(Duration::from_secs(5)).await?;
+            w2.release().await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(a.rwlock(&name).unwrap().state().await.unwrap().holders.len(), 1);
+        w.release().await.unwrap();
+        waiting.await.unwrap().expect("handed over under the ACL rule");
+        let r = a.rwlock(&name).unwrap().read().await.unwrap();
+        r.release().await.unwrap();
+    }
+    a.close().await;
+    b.close().await;
+
+    // keys it may read but not write: a typed error that names the missing permission
+    let ro_client = LockClient::connect(
+        LockConfig::from_url(&url(&reader, "ro-pw"))
+            .unwrap()
+            .prefix(&p),
+    )
+    .await
+    .expect("connects: reading is allowed");
+    match ro_client.rwlock("res-0").unwrap().try_write().await {
+        Err(e) => {
+            assert!(e.is_permission_denied(), "{e:?}");
+            assert!(!e.is_retryable(), "{e:?}");
+            let text = e.to_string();
+            assert!(text.contains("NOPERM") && text.contains("key"), "{text}");
+        }
+        Ok(g) => panic!("a user without key writes was granted: {:?}", g.map(|g| g.fence())),
+    }
+    ro_client.close().await;
+    cluster
+        .command_on_all("ACL", &["DELUSER", &app, &reader])
+        .await
+        .unwrap();
+    assert_no_keys(cluster, &p).await;
+}

@@ -43,6 +43,20 @@ pub struct Cli {
     /// and `watch`; default `<pid>@<host>`). It changes nothing about ownership.
     #[arg(long, env = "CLUSTER_RWLOCK_NAME", global = true)]
     pub name: Option<String>,
+    /// With a `rediss://` URL: trust the certificate authorities in this PEM file
+    /// instead of the system's.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// With a `rediss://` URL: present this client certificate (PEM; with `--tls-key`).
+    #[arg(long, value_name = "FILE", requires = "tls_key", global = true)]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert", global = true)]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// With a `rediss://` URL: accept ANY server certificate (still encrypted, but
+    /// anyone in the path can read and change the link). For tests only.
+    #[arg(long, global = true)]
+    pub tls_skip_verification_for_tests_only: bool,
     #[command(subcommand)]
     pub command: Command,
 }

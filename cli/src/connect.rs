@@ -13,6 +13,7 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
         Some(name) => base.client_name(name.as_str()),
         None => base,
     };
+    let base = tls(base, cli)?;
     let config = base.prefix(cli.prefix.as_str()).lease(cli.lease);
     // `run` tells its command the lease is lost, then kills it after `--grace`: the
     // command must be gone before the server's lease can end
@@ -30,6 +31,24 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
         }
         _ => config,
     };
+    Ok(config)
+}
+
+/// The TLS options of the command line (the library refuses them with a `redis://` URL).
+fn tls(config: LockConfig, cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let mut config = config;
+    if let Some(ca) = &cli.tls_ca {
+        config = config.tls_ca_pem(read(ca)?);
+    }
+    if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+        config = config.tls_client_auth(read(cert)?, read(key)?);
+    }
+    if cli.tls_skip_verification_for_tests_only {
+        config = config.tls_skip_verification_for_tests_only();
+    }
     Ok(config)
 }
 

@@ -52,7 +52,8 @@ fn main() {
         let client = match connect::client(&cli).await {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("cluster-rwlock: cannot connect to {}: {e}", cli.url);
+                // the error names the node; the URL may carry a password
+                eprintln!("cluster-rwlock: cannot connect: {e}");
                 return code::UNAVAILABLE;
             }
         };
@@ -60,7 +61,7 @@ fn main() {
             Command::Run(a) => run::run(&client, a).await,
             Command::Inspect(a) => inspect::inspect(&client, a).await,
             Command::List(a) => inspect::list(&client, &cli, a).await,
-            Command::Watch(a) => watch::watch(&client, &cli, a).await,
+            Command::Watch(a) => watch::watch(&client, &cli.url, a).await,
         };
         client.close().await;
         status

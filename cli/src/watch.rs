@@ -5,7 +5,7 @@ use std::time::Duration;
 use cluster_rwlock::{LockClient, LockState, Mode, ReleaseMessage};
 use fred::prelude::*;
 
-use crate::args::{Cli, WatchArgs};
+use crate::args::WatchArgs;
 use crate::inspect::state_json;
 use crate::{code, fail};
 
@@ -16,18 +16,25 @@ fn now() -> String {
     format!("{}.{:03}", d.as_secs(), d.subsec_millis())
 }
 
-pub async fn watch(client: &LockClient, cli: &Cli, a: &WatchArgs) -> i32 {
+pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
     let lock = match client.rwlock(&a.name) {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
     // the release channel, on the node that serves the slot (sharded pub/sub)
     let subscriber = async {
-        let mut config = Config::from_url(&cli.url)?;
+        let mut config = Config::from_url(url)?;
         if client.redis().is_clustered() {
-            let seed = Config::from_url(&cli.url.replace("redis://", "redis-cluster://"))?;
+            let seed = match url.split_once("://") {
+                Some(("redis", rest)) => format!("redis-cluster://{rest}"),
+                Some(("rediss", rest)) => format!("rediss-cluster://{rest}"),
+                _ => url.to_string(),
+            };
+            let seed = Config::from_url(&seed)?;
             config.server = seed.server;
         }
+        // the TLS settings of the lock client (the CA and client certificate given)
+        config.tls = client.redis().client_config().tls.clone();
         let s = Builder::from_config(config).build_subscriber_client()?;
         s.init().await?;
         // as the library publishes: SPUBLISH on servers of version 7 or later, clustered

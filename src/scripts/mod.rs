@@ -307,7 +307,7 @@ impl Scripts {
 
     /// The same scripts without their fast paths: the general path alone, for the test
     /// that both paths leave the same hash.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "cluster-tests"))]
     fn general_only(publish: &str) -> Scripts {
         Scripts {
             acquire: script(publish, lua!("acquire.lua", 2)),
