@@ -294,7 +294,10 @@ mod tests {
         assert!(!text.contains("Os {"), "{text}");
         assert!(e.is_retryable() && e.is_unavailable());
         let e = Error::from(FredError::from(io));
-        assert_eq!(e.to_string(), "redis: connection refused: Connection refused");
+        assert_eq!(
+            e.to_string(),
+            "redis: connection refused: Connection refused"
+        );
         let tls = FredError::new(
             ErrorKind::IO,
             "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",

@@ -260,7 +260,12 @@ async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why(
     args.extend(app_acl_rule(&p));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     cluster.command_on_all("ACL", &args).await.unwrap();
-    let mut ro: Vec<String> = vec!["SETUSER".into(), reader.clone(), "on".into(), ">ro-pw".into()];
+    let mut ro: Vec<String> = vec![
+        "SETUSER".into(),
+        reader.clone(),
+        "on".into(),
+        ">ro-pw".into(),
+    ];
     ro.extend(app_acl_rule(&p));
     // keys readable, not writable
     ro.push("resetkeys".into());
@@ -271,12 +276,20 @@ async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why(
     let url = |u: &str, pw: &str| format!("redis://{u}:{pw}@127.0.0.1:{port}");
 
     // the application user: every call the lock makes, a hand-off by release message
-    let a = LockClient::connect(LockConfig::from_url(&url(&app, "app-pw")).unwrap().prefix(&p))
-        .await
-        .expect("the least-privilege user connects");
-    let b = LockClient::connect(LockConfig::from_url(&url(&app, "app-pw")).unwrap().prefix(&p))
-        .await
-        .unwrap();
+    let a = LockClient::connect(
+        LockConfig::from_url(&url(&app, "app-pw"))
+            .unwrap()
+            .prefix(&p),
+    )
+    .await
+    .expect("the least-privilege user connects");
+    let b = LockClient::connect(
+        LockConfig::from_url(&url(&app, "app-pw"))
+            .unwrap()
+            .prefix(&p),
+    )
+    .await
+    .unwrap();
     for i in 0..3 {
         let name = format!("res-{i}");
         let w = a.rwlock(&name).unwrap().write().await.unwrap();
@@ -286,9 +299,21 @@ async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why(
             w2.release().await
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(a.rwlock(&name).unwrap().state().await.unwrap().holders.len(), 1);
+        assert_eq!(
+            a.rwlock(&name)
+                .unwrap()
+                .state()
+                .await
+                .unwrap()
+                .holders
+                .len(),
+            1
+        );
         w.release().await.unwrap();
-        waiting.await.unwrap().expect("handed over under the ACL rule");
+        waiting
+            .await
+            .unwrap()
+            .expect("handed over under the ACL rule");
         let r = a.rwlock(&name).unwrap().read().await.unwrap();
         r.release().await.unwrap();
     }
@@ -310,7 +335,10 @@ async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why(
             let text = e.to_string();
             assert!(text.contains("NOPERM") && text.contains("key"), "{text}");
         }
-        Ok(g) => panic!("a user without key writes was granted: {:?}", g.map(|g| g.fence())),
+        Ok(g) => panic!(
+            "a user without key writes was granted: {:?}",
+            g.map(|g| g.fence())
+        ),
     }
     ro_client.close().await;
     cluster

@@ -117,7 +117,10 @@ async fn run_hands_the_fence_to_the_command_and_returns_its_status() {
     cmd.args(["--url", "redis://127.0.0.1:1", "inspect", "x"]);
     assert_eq!(output(cmd).await.status.code(), Some(69));
     // a password in the URL never shows, whatever fails
-    for url in ["redis://app:cli-s3cret@127.0.0.1:1", "http://app:cli-s3cret@127.0.0.1:1"] {
+    for url in [
+        "redis://app:cli-s3cret@127.0.0.1:1",
+        "http://app:cli-s3cret@127.0.0.1:1",
+    ] {
         let mut cmd = Command::new(BIN);
         cmd.args(["--url", url, "inspect", "x"]);
         let out = output(cmd).await;
