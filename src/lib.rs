@@ -231,6 +231,7 @@ mod lease;
 mod lock;
 mod message;
 mod mode;
+pub mod multi;
 mod observe;
 mod raw;
 mod renewal;
@@ -258,6 +259,7 @@ pub use lock::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, Writ
 pub use lock::{Holder, LockState, RwLock};
 pub use message::ReleaseMessage;
 pub use mode::Mode;
+pub use multi::{MultiGuard, MultiLock};
 
 #[cfg(test)]
 mod tests {
@@ -276,6 +278,8 @@ mod tests {
         send_sync::<AnyGuard>();
         send_sync::<Grant>();
         send_sync::<LostSignal>();
+        send_sync::<MultiLock>();
+        send_sync::<MultiGuard>();
         send_sync::<LockState>();
         send_sync::<LockConfig>();
         send_sync::<Error>();

@@ -1,0 +1,358 @@
+//! Several locks at once, in any slots, without deadlock: [`MultiLock`] and
+//! [`MultiGuard`].
+//!
+//! # Why no deadlock
+//! Every multi-lock takes its members one after another in ONE global order, the order
+//! of their keys (`<prefix>:{name}`), whatever order the caller listed them in; it waits
+//! only for a member while holding members earlier in that order. A cycle of waiting
+//! callers would need one of them to wait for a lock earlier than one it holds, which
+//! never happens. A single-lock caller holds one lock and waits for none, so it cannot
+//! close a cycle either; a queued writer holds nothing of the lock it waits for. Code
+//! that takes single locks one by one in its own order can still deadlock with itself:
+//! take them through a multi-lock instead.
+//!
+//! Each member is an ordinary hold: writer preference, hand-offs by release message,
+//! fences, leases and confirmation are those of [`RwLock`]. Waiting for a member uses
+//! its release messages, not polling.
+//!
+//! # Failure
+//! On a timeout, an error or a dropped future, the members already taken are released
+//! (at once, or in the background for a dropped future), and the member being waited
+//! for leaves no queued writer or pending hold behind (as [`RwLock`]'s acquires).
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::{join_all, select_all};
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::{Error, Result};
+use crate::lock::{AnyGuard, RwLock};
+use crate::mode::Mode;
+
+/// Several locks taken together, in one global order (see the [module docs](self)).
+/// Made by [`LockClient::multi`]. Like [`RwLock`], every acquire through it is a hold of
+/// its own per member. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+/// use cluster_rwlock::Mode;
+/// let transfer = client.multi([("accounts:17", Mode::Write), ("accounts:4", Mode::Write)])?;
+/// let guard = transfer.lock_timeout(std::time::Duration::from_secs(5)).await?;
+/// for (name, fence) in guard.fences() {
+///     println!("{name} under fence {fence}");
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    /// The members in the global order (by key).
+    members: Vec<(RwLock, Mode)>,
+}
+
+impl LockClient {
+    /// A [`MultiLock`] of these names, each in its mode, in any order and any slots.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] when a name is invalid (as [`rwlock`](Self::rwlock)), when a
+    /// name is given twice, or when no name is given.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let both = client.multi([("orders:{42}", Mode::Write), ("customers:7", Mode::Read)])?;
+    /// assert!(client.multi([("a", Mode::Read), ("a", Mode::Write)]).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn multi<I, S>(&self, members: I) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = (S, Mode)>,
+        S: AsRef<str>,
+    {
+        let mut locks = Vec::new();
+        for (name, mode) in members {
+            locks.push((self.rwlock(name.as_ref())?, mode));
+        }
+        if locks.is_empty() {
+            return Err(Error::InvalidName(
+                "a multi-lock needs at least one name".into(),
+            ));
+        }
+        locks.sort_by(|a, b| a.0.key().cmp(b.0.key()));
+        if let Some(w) = locks.windows(2).find(|w| w[0].0.key() == w[1].0.key()) {
+            return Err(Error::InvalidName(format!(
+                "{:?} is given twice in one multi-lock",
+                w[0].0.name()
+            )));
+        }
+        Ok(MultiLock { members: locks })
+    }
+}
+
+/// Releases every guard at once, concurrently; the first error, `LockLost` first.
+async fn release_all(guards: Vec<AnyGuard>) -> Result<()> {
+    let results = join_all(guards.into_iter().map(AnyGuard::release)).await;
+    let mut first = None;
+    for r in results {
+        match r {
+            Err(Error::LockLost) => return Err(Error::LockLost),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+            Ok(()) => {}
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+impl MultiLock {
+    /// The members, in the order they are taken (by key), with their modes.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let m = client.multi([("b", Mode::Read), ("a", Mode::Write)])?;
+    /// let names: Vec<&str> = m.members().map(|(lock, _)| lock.name()).collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn members(&self) -> impl Iterator<Item = (&RwLock, Mode)> {
+        self.members.iter().map(|(l, m)| (l, *m))
+    }
+
+    /// Takes one member, waiting at most until `deadline` (`None`: as long as it takes).
+    async fn one(lock: &RwLock, mode: Mode, deadline: Option<Instant>) -> Result<AnyGuard> {
+        let left = |d: Instant| d.saturating_duration_since(Instant::now());
+        Ok(match (mode, deadline) {
+            (Mode::Read, None) => lock.read().await?.into(),
+            (Mode::Write, None) => lock.write().await?.into(),
+            (Mode::Upgradable, None) => lock.upgradable_read().await?.into(),
+            (Mode::Read, Some(d)) => lock.read_timeout(left(d)).await?.into(),
+            (Mode::Write, Some(d)) => lock.write_timeout(left(d)).await?.into(),
+            (Mode::Upgradable, Some(d)) => lock.upgradable_read_timeout(left(d)).await?.into(),
+        })
+    }
+
+    /// Takes the members in order; on an error, gives back what it took.
+    async fn take(&self, timeout: Option<Duration>) -> Result<MultiGuard> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
+        for (lock, mode) in &self.members {
+            match Self::one(lock, *mode, deadline).await {
+                Ok(g) => taken.push(g),
+                Err(e) => {
+                    let _ = release_all(taken).await;
+                    return Err(match (e, timeout) {
+                        (Error::Timeout(_), Some(t)) => Error::Timeout(t),
+                        (e, _) => e,
+                    });
+                }
+            }
+        }
+        Ok(MultiGuard { members: taken })
+    }
+
+    /// Waits until every member is held.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the members taken are released in the background, and the member
+    /// being waited for leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`RwLock::write`] for any member; the members taken are released first.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> impl Future<Output = Result<MultiGuard>> + Send + '_ {
+        self.take(None)
+    }
+
+    /// [`lock`](Self::lock) for at most `timeout` in all.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when not every member was held in time (none stays held); else
+    /// as [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let m = client.multi([("a", Mode::Write), ("b", Mode::Write)])?;
+    /// match m.lock_timeout(std::time::Duration::from_millis(200)).await {
+    ///     Ok(g) => g.release().await?,
+    ///     Err(cluster_rwlock::Error::Timeout(_)) => eprintln!("busy"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<MultiGuard>> + Send + '_ {
+        self.take(Some(timeout))
+    }
+
+    /// One attempt at every member, in order: the guard when every member was free for
+    /// its mode, else `None` (what was taken is given back first).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Errors
+    /// As [`RwLock::try_write`] for any member; the members taken are released first.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// if let Some(g) = client.multi([("a", Mode::Write), ("b", Mode::Write)])?.try_lock().await? {
+    ///     g.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
+        for (lock, mode) in &self.members {
+            let one: Result<Option<AnyGuard>> = match mode {
+                Mode::Read => lock.try_read().await.map(|g| g.map(Into::into)),
+                Mode::Write => lock.try_write().await.map(|g| g.map(Into::into)),
+                Mode::Upgradable => lock.try_upgradable_read().await.map(|g| g.map(Into::into)),
+            };
+            match one {
+                Ok(Some(g)) => taken.push(g),
+                Ok(None) => {
+                    let _ = release_all(taken).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    let _ = release_all(taken).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(MultiGuard { members: taken }))
+    }
+}
+
+/// Every member of a [`MultiLock`] held; released together. Dropping it releases every
+/// member in the background.
+///
+/// ```no_run
+/// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+/// use cluster_rwlock::Mode;
+/// let guard = client.multi([("a", Mode::Write), ("b", Mode::Write)])?.lock().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("a member's lease was lost"),
+///     _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "if unused the locks are released at once (in the background)"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    members: Vec<AnyGuard>,
+}
+
+impl MultiGuard {
+    /// Each member's name with the fence of its grant, in the order they were taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// let fences = guard.fences();
+    /// assert_eq!(fences.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn fences(&self) -> Vec<(&str, u64)> {
+        self.members
+            .iter()
+            .map(|g| (g.lock().name(), g.fence()))
+            .collect()
+    }
+
+    /// The members' guards, in the order they were taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// assert_eq!(guard.guards()[1].mode(), Mode::Read);
+    /// # Ok(()) }
+    /// ```
+    pub fn guards(&self) -> &[AnyGuard] {
+        &self.members
+    }
+
+    /// Whether any member's lease was lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.members.iter().any(|g| g.is_lost())
+    }
+
+    /// Resolves when (and only if) any member's lease is lost; borrows nothing (see
+    /// [`Grant::lost`](crate::Grant::lost) for how to use it).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// tokio::spawn(guard.lost()); // resolves when any member is lost
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let all: Vec<_> = self.members.iter().map(|g| Box::pin(g.lost())).collect();
+        async move {
+            let _ = select_all(all).await;
+        }
+    }
+
+    /// Releases every member, concurrently (one round trip each, all at once). Fails
+    /// with [`Error::LockLost`] when any member's lease had been lost, else with the
+    /// first other error (the members that failed expire after their lease).
+    ///
+    /// # Cancel safety
+    /// A release cancelled half way is finished in the background.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(self) -> Result<()> {
+        release_all(self.members).await
+    }
+
+    /// The members' guards, to release one by one.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// for g in guard.into_guards() {
+    ///     g.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn into_guards(self) -> Vec<AnyGuard> {
+        self.members
+    }
+}
