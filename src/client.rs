@@ -72,6 +72,24 @@ pub struct ClientStats {
     pub subscriptions: u64,
 }
 
+/// What [`LockClient::force_release`] did.
+///
+/// ```no_run
+/// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+/// let r = client.force_release("stuck-job", Some("job-17")).await?;
+/// assert!(r.holds_removed <= 1 || r.fence.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForceReleased {
+    /// How many holds were removed (0: nothing was held, by that owner).
+    pub holds_removed: u64,
+    /// The fence the break raised: every later grant's fence is above it (when nothing
+    /// was removed, the last fence; `None` when the lock remembers none).
+    pub fence: Option<u64>,
+}
+
 impl LockClient {
     /// Connects, loads the lock scripts on every master, and (unless notifications are
     /// off) opens the subscriber connection used to wake waiters.
@@ -173,6 +191,43 @@ impl LockClient {
             ),
             false,
         ))
+    }
+
+    /// Breaks the lock `name`: removes every hold, or only those of the owner token
+    /// `owner`; tells the waiters as a release does (the first queued writer is handed
+    /// the lock); and raises the fence, so that the next grant's fence is above every
+    /// fence a broken holder had and a resource that checks fences refuses their late
+    /// writes once the next holder has written. A broken holder learns it at its next
+    /// renewal (`lost()` resolves, `release()` says [`Error::LockLost`]); until then it
+    /// may still believe it holds: make sure it is dead or stuck, and rely on the fence.
+    /// Logged at `warn` and counted in `cluster_rwlock_forced_releases_total`.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped call may or may not have broken the lock (look with
+    /// [`RwLock::state`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] or [`Error::InvalidOwner`] for bad input; as
+    /// [`RwLock::state`] otherwise.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let broken = client.force_release("nightly-report", None).await?;
+    /// println!("{} holds removed; fence now {:?}", broken.holds_removed, broken.fence);
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self, name: &str, owner: Option<&str>) -> Result<ForceReleased> {
+        keys::check_name(name)?;
+        if let Some(o) = owner {
+            crate::hold::check_owner(o)?;
+        }
+        let raw = crate::raw::RawLock::new(self.inner.clone(), name);
+        let (holds_removed, fence) = raw.force_release(owner).await?;
+        crate::observe::forced(name, owner, holds_removed);
+        Ok(ForceReleased {
+            holds_removed,
+            fence,
+        })
     }
 
     /// The configuration in use.

@@ -184,6 +184,7 @@
 //! | `cluster_rwlock_script_reloads_total` | counter | - |
 //! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
 //! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
+//! | `cluster_rwlock_forced_releases_total` | counter | - (locks broken by [`LockClient::force_release`]) |
 //! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |
 //! | `cluster_rwlock_hold_seconds` | histogram | `mode` |
 //! | `cluster_rwlock_held` | gauge | - (holds this process renews) |
@@ -196,7 +197,7 @@
 //! ## Tracing
 //! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
 //! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
-//! at `warn` for a lost lease, a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
+//! at `warn` for a lost lease, a lock broken by [`LockClient::force_release`], a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
 //! subscriber connection made again. Nothing above `debug` on the hot path.
 //!
 //! # Errors
@@ -250,7 +251,7 @@ struct ReadmeDoctests;
 /// [`Error::Redis`].
 pub use fred;
 
-pub use client::{ClientStats, LockClient};
+pub use client::{ClientStats, ForceReleased, LockClient};
 pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };

@@ -111,6 +111,15 @@ pub(crate) fn lost(key: &str, owner: &str, why: &'static str) {
     metrics::counter!("cluster_rwlock_lost_total").increment(1);
 }
 
+/// An operator broke lock `name` (`owner`: only that owner's holds), removing `holds`.
+pub(crate) fn forced(name: &str, owner: Option<&str>, holds: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(name, owner, holds, "lock broken by force_release");
+    #[cfg(feature = "metrics")]
+    metrics::counter!("cluster_rwlock_forced_releases_total").increment(1);
+    let _ = (name, owner, holds);
+}
+
 /// A renewal round renewed `locks` locks in `took`; `failed` of them could not be.
 pub(crate) fn renewal_round(locks: usize, failed: usize, took: Duration) {
     #[cfg(feature = "tracing")]

@@ -191,6 +191,15 @@ impl RawLock {
             .await
     }
 
+    /// Removes every hold, or `only`'s, wakes the waiters and raises the fence
+    /// (`lua/force_release.lua`): the holds removed and the fence. Unconfirmed, as a
+    /// release: a replica that misses it keeps more holds, never fewer.
+    pub async fn force_release(&self, only: Option<&str>) -> Result<(u64, Option<u64>)> {
+        let (inner, t) = (&self.inner, self.target());
+        self.call(|c| async move { inner.scripts.force_release(inner.on(&c, t), only).await })
+            .await
+    }
+
     /// The fence, the holders and the queued writers (`lua/state.lua`).
     pub async fn state(&self) -> Result<RawState> {
         let (inner, t) = (&self.inner, self.target());

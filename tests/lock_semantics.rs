@@ -861,3 +861,88 @@ async fn with_write_releases_after_success_error_and_panic() {
     client.close().await;
     assert_no_keys(cluster, &p).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it() {
+    let cluster = cluster().await;
+    let p = prefix("break");
+    // the stuck holder renews every 300 ms
+    let stuck = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let next = client(cluster, &p).await;
+    let operator = client(cluster, &p).await;
+    let w = stuck.rwlock("res").unwrap().write().await.unwrap();
+    // a fenced resource: it refuses fences below the highest it accepted
+    let mut highest = w.fence();
+    let waiter = {
+        let lock = next.rwlock("res").unwrap();
+        tokio::spawn(async move {
+            let g = lock.write().await.unwrap();
+            (Instant::now(), g)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+
+    let began = Instant::now();
+    let broken = operator.force_release("res", None).await.unwrap();
+    assert_eq!(broken.holds_removed, 1);
+    assert!(broken.fence.unwrap() > w.fence(), "the fence was raised");
+    let (granted, g) = waiter.await.unwrap();
+    let woke = granted.duration_since(began);
+    eprintln!("the waiter woke {woke:?} after force_release was called");
+    assert!(
+        woke < Duration::from_millis(100),
+        "the waiter woke after {woke:?}"
+    );
+    assert!(g.fence() > broken.fence.unwrap());
+    // the next holder writes; the broken holder's late write is refused by its fence
+    assert!(g.fence() >= highest);
+    highest = g.fence();
+    assert!(
+        w.fence() < highest,
+        "a late write under the old fence is refused"
+    );
+    // and the broken holder is told at its next renewal
+    tokio::time::timeout(Duration::from_secs(2), w.lost())
+        .await
+        .expect("told lost");
+    assert!(matches!(w.release().await, Err(Error::LockLost)));
+    g.release().await.unwrap();
+
+    // one owner's holds only
+    let job = stuck.rwlock("shared").unwrap().with_owner("job-17");
+    let r1 = job.read().await.unwrap();
+    let r2 = job.read().await.unwrap();
+    let other = next.rwlock("shared").unwrap().read().await.unwrap();
+    let broken = operator
+        .force_release("shared", Some("job-17"))
+        .await
+        .unwrap();
+    assert_eq!(broken.holds_removed, 2);
+    let s = next.rwlock("shared").unwrap().state().await.unwrap();
+    assert_eq!(s.holders.len(), 1);
+    assert_eq!(s.holders[0].owner, other.owner());
+    drop((r1, r2));
+    other.release().await.unwrap();
+    // nothing held: nothing to remove; bad input: typed errors
+    assert_eq!(
+        operator
+            .force_release("shared", None)
+            .await
+            .unwrap()
+            .holds_removed,
+        0
+    );
+    assert!(matches!(
+        operator.force_release("", None).await,
+        Err(Error::InvalidName(_))
+    ));
+    assert!(matches!(
+        operator.force_release("x", Some("a b")).await,
+        Err(Error::InvalidOwner(_))
+    ));
+    for c in [stuck, next, operator] {
+        c.close().await;
+    }
+    assert_no_keys(cluster, &p).await;
+}

@@ -72,6 +72,23 @@ pub enum Command {
     List(ListArgs),
     /// Follow a lock: grants, releases and waiters, until Ctrl-C.
     Watch(WatchArgs),
+    /// Break a stuck lock: remove every hold (or one owner's), wake the waiters, raise
+    /// the fence. The broken holders learn it at their next renewal; look with `inspect`
+    /// first.
+    Break(BreakArgs),
+}
+
+/// `break`.
+#[derive(Debug, Args)]
+pub struct BreakArgs {
+    /// The lock's name.
+    pub name: String,
+    /// Only the holds of this owner token (as `inspect` shows it).
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Do it: without `--yes`, `break` only says what it would remove.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// `run`.

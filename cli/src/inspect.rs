@@ -8,7 +8,7 @@ use fred::types::scan::{ScanType, Scanner};
 use futures_util::StreamExt;
 use serde_json::{json, Value as Json};
 
-use crate::args::{glob, Cli, InspectArgs, ListArgs};
+use crate::args::{glob, BreakArgs, Cli, InspectArgs, ListArgs};
 use crate::{code, fail};
 
 fn mode(m: Option<Mode>) -> &'static str {
@@ -191,4 +191,51 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
         );
     }
     0
+}
+
+/// `break`: what would go (without `--yes`), or the break itself.
+pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
+    let lock = match client.rwlock(&a.name) {
+        Ok(l) => l,
+        Err(e) => return fail("bad lock name", &e),
+    };
+    let s = match lock.state().await {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("cannot read {}", a.name), &e),
+    };
+    let going: Vec<_> = s
+        .holders
+        .iter()
+        .filter(|h| a.owner.as_deref().is_none_or(|o| o == h.owner))
+        .collect();
+    if !a.yes {
+        println!(
+            "would remove {} hold(s) of {} owner(s) of {} (run again with --yes):",
+            going.iter().map(|h| h.count).sum::<u32>(),
+            going.len(),
+            a.name
+        );
+        for h in going {
+            println!(
+                "  {}  {}  {}  lease {}",
+                h.client_name().unwrap_or("-"),
+                h.owner,
+                h.mode.as_str(),
+                secs(h.lease_left)
+            );
+        }
+        return 0;
+    }
+    match client.force_release(&a.name, a.owner.as_deref()).await {
+        Ok(r) => {
+            println!(
+                "broke {}: {} hold(s) removed, fence raised to {}; the holders learn it at their next renewal",
+                a.name,
+                r.holds_removed,
+                r.fence.map_or("-".into(), |f| f.to_string())
+            );
+            0
+        }
+        Err(e) => fail(&format!("cannot break {}", a.name), &e),
+    }
 }

@@ -62,6 +62,7 @@ fn main() {
             Command::Inspect(a) => inspect::inspect(&client, a).await,
             Command::List(a) => inspect::list(&client, &cli, a).await,
             Command::Watch(a) => watch::watch(&client, &cli.url, a).await,
+            Command::Break(a) => inspect::break_lock(&client, a).await,
         };
         client.close().await;
         status

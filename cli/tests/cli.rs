@@ -377,3 +377,52 @@ async fn watch_sees_uncontended_cycles() {
     }
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_says_what_it_would_remove_then_removes_it() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-break");
+    let client = client(cluster, &prefix).await;
+    let stuck = client.rwlock("stuck").unwrap().with_owner("job-17");
+    let held = stuck.write().await.unwrap();
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "stuck"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("would remove 1 hold(s) of 1 owner(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("job-17"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        stuck.state().await.unwrap().holders.len(),
+        1,
+        "a dry run removes nothing"
+    );
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "stuck", "--owner", "job-17", "--yes"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("broke stuck: 1 hold(s) removed"),
+        "{}",
+        text(&out.stdout)
+    );
+    let other = client.rwlock("stuck").unwrap();
+    let w = other
+        .try_write()
+        .await
+        .unwrap()
+        .expect("free after the break");
+    assert!(w.fence() > held.fence());
+    w.release().await.unwrap();
+    assert!(held.release().await.is_err(), "the broken hold is gone");
+    client.close().await;
+}

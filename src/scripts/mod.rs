@@ -154,6 +154,7 @@ pub(crate) struct Scripts {
     renew: Script,
     withdraw: Script,
     state: Script,
+    force_release: Script,
 }
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -302,6 +303,7 @@ impl Scripts {
             renew: script(publish, lua!("renew.lua", 0)),
             withdraw: script(publish, lua!("withdraw.lua", 1)),
             state: script(publish, lua!("state.lua", 0)),
+            force_release: script(publish, lua!("force_release.lua", 0)),
         }
     }
 
@@ -327,6 +329,7 @@ impl Scripts {
             &self.renew,
             &self.withdraw,
             &self.state,
+            &self.force_release,
         ] {
             s.load(client).await?;
         }
@@ -533,6 +536,40 @@ impl Scripts {
         args.extend(upgrading_from.map(|from| from.to_string()));
         status(on.target.key, self.run(on, &self.withdraw, args).await?)?;
         Ok(())
+    }
+
+    /// Removes every hold (or `only`'s), tells the waiters, raises the fence: the holds
+    /// removed and the fence.
+    pub async fn force_release(
+        &self,
+        on: On<'_>,
+        only: Option<&str>,
+    ) -> Result<(u64, Option<u64>)> {
+        let args = vec![only.unwrap_or_default().to_string()];
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.force_release, args).await?,
+        )?;
+        if code(&parts)? != 1 {
+            return Err(Error::Protocol(format!(
+                "force_release: code {:?}",
+                parts.first()
+            )));
+        }
+        let removed = parts
+            .get(1)
+            .map(int)
+            .transpose()?
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| Error::Protocol("force_release: no count".into()))?;
+        let fence = match parts.get(2).map(text).transpose()? {
+            Some(s) if !s.is_empty() => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
+            _ => None,
+        };
+        Ok((removed, fence))
     }
 
     /// The fence, the holders and the queued writers.

@@ -1,0 +1,40 @@
+-- force_release.lua: an operator breaks a stuck lock: every hold goes (or every hold of
+-- one owner), the waiters are told as by a release (the first queued writer is handed
+-- the lock), and the fence is raised, so that the next grant's fence is above every
+-- fence the broken holders had: a resource that checks fences refuses their late writes
+-- once the next holder has written. The broken holders learn it at their next renewal.
+-- O(n) in the owners: an operator's tool, not for the hot path.
+--
+-- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
+-- ARGV[1]  the owner token whose holds go, or '' for every owner
+-- Returns
+--   {1, holds removed, fence or ''}   the raised fence, which every later grant's is above
+--                                     (the last fence when nothing went; '' if none)
+--   {-3, type}, {-4, field}: see lib
+local only = ARGV[1]
+local bad = prune()
+if bad then return {-4, bad} end
+local raw = redis.call('HGETALL', key)
+local removed = 0
+for i = 1, #raw, 2 do
+  local f = raw[i]
+  if string.sub(f, 1, 2) == 'o:' then
+    local o = string.sub(f, 3)
+    if only == '' or o == only then
+      -- through the buffer prune() wrote: an entry it pruned is read as it left it
+      local e = owner_entry(o)
+      if e == false then return {-4, f} end
+      if e ~= nil then
+        removed = removed + #e.holds
+        for j = #e.holds, 1, -1 do remove_hold(o, e, e.holds[j][2]) end
+      end
+    end
+  end
+end
+-- raised only when a hold went: the next grant goes above it (see fence_after)
+if removed > 0 then next_fence() end
+local raised = fence
+finish()
+local fe = ''
+if raised ~= nil then fe = fmt(raised) end
+return {1, removed, fe}
