@@ -143,7 +143,9 @@ impl MultiLock {
             match Self::one(lock, *mode, deadline).await {
                 Ok(g) => taken.push(g),
                 Err(e) => {
-                    let _ = release_all(taken).await;
+                    // given back in the background: a `*_timeout` returns in its time even
+                    // when a member's master hangs
+                    drop(taken);
                     return Err(match (e, timeout) {
                         (Error::Timeout(_), Some(t)) => Error::Timeout(t),
                         (e, _) => e,
@@ -161,7 +163,8 @@ impl MultiLock {
     /// being waited for leaves nothing behind.
     ///
     /// # Errors
-    /// As [`RwLock::write`] for any member; the members taken are released first.
+    /// As [`RwLock::write`] for any member; the members taken are released (in the
+    /// background).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
@@ -202,13 +205,13 @@ impl MultiLock {
     }
 
     /// One attempt at every member, in order: the guard when every member was free for
-    /// its mode, else `None` (what was taken is given back first).
+    /// its mode, else `None` (what was taken is given back, in the background).
     ///
     /// # Cancel safety
     /// As [`lock`](Self::lock).
     ///
     /// # Errors
-    /// As [`RwLock::try_write`] for any member; the members taken are released first.
+    /// As [`RwLock::try_write`] for any member; the members taken are released (in the background).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
@@ -228,14 +231,9 @@ impl MultiLock {
             };
             match one {
                 Ok(Some(g)) => taken.push(g),
-                Ok(None) => {
-                    let _ = release_all(taken).await;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    let _ = release_all(taken).await;
-                    return Err(e);
-                }
+                // given back in the background, as above
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(e),
             }
         }
         Ok(Some(MultiGuard { members: taken }))

@@ -187,6 +187,7 @@ struct Task {
     ctx: Arc<Ctx>,
     task: u32,
     rng: ChaCha8Rng,
+    client: LockClient,
     locks: Vec<RwLock>,
     conn: Conn,
 }
@@ -216,6 +217,7 @@ impl Task {
         Ok(Task {
             task,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            client,
             locks,
             conn,
             ctx,
@@ -267,8 +269,12 @@ impl Task {
         tokio::time::Instant::now() + Duration::from_nanos(left)
     }
 
-    /// One round: acquire (in one of many ways), hold and write, maybe convert, release.
+    /// One round: acquire (in one of many ways), hold and write, maybe convert, release;
+    /// one in ten takes several names at once with a multi-lock.
     async fn round(&mut self) {
+        if self.locks.len() >= 2 && self.rng.random_range(0..10) == 0 {
+            return self.multi_round().await;
+        }
         let i = self.rng.random_range(0..self.locks.len());
         let mut lock = self.locks[i].clone();
         let name = lock.name().to_string();
@@ -397,6 +403,159 @@ impl Task {
                     wrote: false,
                 })
             }
+        }
+    }
+
+    /// A multi-lock round: 2 or 3 names in a random order and random modes, taken with
+    /// `lock_timeout`, `try_lock` or a `lock` dropped at a random point; each member is
+    /// recorded as a hold of its own (its grant, its belief, its release).
+    async fn multi_round(&mut self) {
+        let count = self.rng.random_range(2..=3.min(self.locks.len()));
+        let mut pool: Vec<usize> = (0..self.locks.len()).collect();
+        let mut picked = Vec::new();
+        for _ in 0..count {
+            let i = pool.remove(self.rng.random_range(0..pool.len()));
+            let mode = if self.rng.random_bool(0.5) {
+                Mode::W
+            } else {
+                Mode::R
+            };
+            picked.push((self.locks[i].name().to_string(), mode));
+        }
+        let to_api = |m: Mode| match m {
+            Mode::W => cluster_rwlock::Mode::Write,
+            _ => cluster_rwlock::Mode::Read,
+        };
+        let multi = match self
+            .client
+            .multi(picked.iter().map(|(n, m)| (n.as_str(), to_api(*m))))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                let c = Call {
+                    call: "multi".into(),
+                    name: picked[0].0.clone(),
+                    hold: None,
+                    owner: None,
+                    timeout_ms: None,
+                    start: now(),
+                };
+                return self.op(c, Outcome::Fail, Some(err_text(&e)), None);
+            }
+        };
+        let style = self.rng.random_range(0..100);
+        let start = now();
+        let (call, limit, result) = if style < 50 {
+            let ms = self.rng.random_range(50..1_500);
+            let r = match multi.lock_timeout(Duration::from_millis(ms)).await {
+                Err(cluster_rwlock::Error::Timeout(_)) => Ok(None),
+                r => r.map(Some),
+            };
+            ("multi_lock_timeout", Some(ms), Some(r))
+        } else if style < 85 {
+            let r = multi.try_lock().await;
+            ("multi_try_lock", Some(COMMAND_TIMEOUT_MS * 3), Some(r))
+        } else {
+            let ms = self.rng.random_range(0..200);
+            let r = tokio::time::timeout(Duration::from_millis(ms), multi.lock()).await;
+            ("multi_cancelled", None, r.ok().map(|r| r.map(Some)))
+        };
+        // one operation per member, so that the checker sees every grant by name
+        let member_call = |name: &str| Call {
+            call: call.to_string(),
+            name: name.to_string(),
+            hold: None,
+            owner: None,
+            timeout_ms: limit,
+            start,
+        };
+        let guard = match result {
+            None => {
+                for (name, _) in &picked {
+                    self.op(member_call(name), Outcome::Cancelled, None, None);
+                }
+                return;
+            }
+            Some(Ok(None)) => {
+                for (name, _) in &picked {
+                    if call == "multi_try_lock" {
+                        self.op(member_call(name), Outcome::Busy, None, None);
+                    } else {
+                        let error = Some("Timeout: not granted in time".to_string());
+                        self.op(member_call(name), Outcome::Fail, error, None);
+                    }
+                }
+                let ms = self.rng.random_range(0..30);
+                return tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Some(Err(e)) => {
+                for (name, _) in &picked {
+                    self.op(member_call(name), Outcome::Fail, Some(err_text(&e)), None);
+                }
+                return;
+            }
+            Some(Ok(Some(g))) => g,
+        };
+        let from = now();
+        let mut held = Vec::new();
+        for g in guard.into_guards() {
+            let name = g.lock().name().to_string();
+            let guard = match g {
+                cluster_rwlock::AnyGuard::Read(r) => Guard::R(r),
+                cluster_rwlock::AnyGuard::Write(w) => Guard::W(w),
+                cluster_rwlock::AnyGuard::Upgradable(u) => Guard::U(u),
+            };
+            let belief = Belief {
+                hold: self.ctx.next_hold(),
+                name: name.clone(),
+                owner: guard.owner(),
+                explicit: false,
+                from,
+            };
+            let c = Call {
+                hold: Some(belief.hold),
+                owner: Some(belief.owner.clone()),
+                ..member_call(&name)
+            };
+            self.op(c, Outcome::Ok, None, Some((guard.fence(), guard.mode())));
+            held.push(Held {
+                guard,
+                belief,
+                wrote: false,
+            });
+        }
+        // the work: each member's resource in turn, while no member is lost
+        let until = tokio::time::Instant::now() + self.hold_time();
+        let mut lost_at = None;
+        'work: while tokio::time::Instant::now() < until {
+            for h in held.iter_mut() {
+                if h.guard.is_lost() {
+                    lost_at = Some(now());
+                    break 'work;
+                }
+                let (fence, mode) = (h.guard.fence(), h.guard.mode());
+                let b = &h.belief;
+                if self
+                    .conn
+                    .access(b.hold, fence, mode, false, &b.owner, &b.name)
+                    .await
+                    .is_ok()
+                {
+                    h.wrote = true;
+                }
+            }
+            let pause = Duration::from_millis(self.rng.random_range(5..60));
+            tokio::time::sleep(
+                pause.min(until.saturating_duration_since(tokio::time::Instant::now())),
+            )
+            .await;
+        }
+        let (at, why) = match lost_at {
+            Some(at) => (at, "lost"),
+            None => (now(), "release"),
+        };
+        for h in held {
+            self.end(h, at, why).await;
         }
     }
 
