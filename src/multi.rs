@@ -211,7 +211,8 @@ impl MultiLock {
     /// As [`lock`](Self::lock).
     ///
     /// # Errors
-    /// As [`RwLock::try_write`] for any member; the members taken are released (in the background).
+    /// As [`RwLock::try_write`] for any member; the members taken are released (in the
+    /// background).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
