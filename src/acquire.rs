@@ -185,9 +185,11 @@ pub(crate) async fn wait_hold(
     let began = Instant::now();
     let _waiting = observe::Waiting::start();
     let mut attempts = 0;
+    #[cfg(feature = "tracing")]
+    let span = observe::acquire_span(&lock.name, ask.mode(), &owner);
     let wait = wait_loop(lock, owner, ask, timeout, &mut attempts);
     #[cfg(feature = "tracing")]
-    let wait = tracing::Instrument::instrument(wait, observe::acquire_span(&lock.name, ask.mode()));
+    let wait = tracing::Instrument::instrument(wait, span);
     let result = wait.await;
     let (fence, outcome) = match &result {
         Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),

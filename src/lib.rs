@@ -195,7 +195,7 @@
 //! the per-mode series get a `lock` label too.
 //!
 //! ## Tracing
-//! Spans `acquire` (name, mode) around each acquire, and events at `debug` when it ends
+//! Spans `acquire` (name, mode, owner token: it starts with the client name) around each acquire, and events at `debug` when it ends
 //! (wait, attempts, fence, outcome), for releases, hand-offs and renewal rounds; events
 //! at `warn` for a lost lease, a lock broken by [`LockClient::force_release`], a write the replicas did not confirm, a change of slot owners (failover, slot move) and a
 //! subscriber connection made again. Nothing above `debug` on the hot path.

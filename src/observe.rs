@@ -36,8 +36,9 @@ impl Outcome {
 
 /// The span an acquire runs in.
 #[cfg(feature = "tracing")]
-pub(crate) fn acquire_span(name: &str, mode: Mode) -> tracing::Span {
-    tracing::debug_span!("acquire", lock = name, mode = mode.as_str())
+pub(crate) fn acquire_span(name: &str, mode: Mode, owner: &str) -> tracing::Span {
+    // the owner token starts with the client's readable name
+    tracing::debug_span!("acquire", lock = name, mode = mode.as_str(), owner)
 }
 
 /// An acquire ended: `lock` is the name when names are labelled, for metrics.

@@ -158,3 +158,32 @@ async fn rediss_is_verified_never_plaintext_and_passwords_never_show() {
     assert!(!format!("{config:?}").contains(PASSWORD));
     assert!(!format!("{config:?}").contains("BEGIN CERTIFICATE"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_presents_the_client_certificate() {
+    let cluster = NativeCluster::start_with(true, true).await;
+    let base = || {
+        LockConfig::from_url(&cluster.url("rediss", PASSWORD))
+            .unwrap()
+            .tls_ca_pem(cluster.ca())
+            .prefix("mtls")
+            .command_timeout(Duration::from_secs(2))
+    };
+    // no client certificate: the nodes refuse the handshake
+    let refused = LockClient::connect(base()).await;
+    assert!(refused.is_err(), "connected without a client certificate");
+    let (cert, key) = cluster.client_cert();
+    let client = LockClient::connect(base().tls_client_auth(cert, key))
+        .await
+        .expect("connects with the client certificate");
+    let w = client.rwlock("res").unwrap().write().await.unwrap();
+    assert!(w.fence() > 0);
+    w.release().await.unwrap();
+    // the key never shows
+    let (cert, key) = cluster.client_cert();
+    let config = base().tls_client_auth(cert, key.clone());
+    let key_text = String::from_utf8_lossy(&key);
+    let body = key_text.lines().nth(1).unwrap();
+    assert!(!format!("{config:?}").contains(body));
+    client.close().await;
+}

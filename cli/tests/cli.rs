@@ -426,3 +426,48 @@ async fn break_says_what_it_would_remove_then_removes_it() {
     assert!(held.release().await.is_err(), "the broken hold is gone");
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_works_under_the_least_privilege_acl_user() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-acl");
+    let user = format!("cliapp{}", &prefix[prefix.len() - 8..]);
+    // README's rule for the prefix, and what the CLI's `list` adds
+    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit +scan +cluster|slots +cluster|info";
+    let mut args = vec![
+        "SETUSER".to_string(),
+        user.clone(),
+        "on".into(),
+        ">cli-acl-pw".into(),
+    ];
+    args.extend(
+        rule.replace("<prefix>", &prefix)
+            .split(' ')
+            .map(str::to_string),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cluster.command_on_all("ACL", &args).await.unwrap();
+    let port = cluster.nodes()[0].port;
+    let url = format!("redis://{user}:cli-acl-pw@127.0.0.1:{port}");
+    let cli_as = |sub: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--url", &url, "--prefix", &prefix])
+            .args(sub)
+            .kill_on_drop(true);
+        cmd
+    };
+    for sub in [
+        vec!["run", "--write", "job", "--", "true"],
+        vec!["inspect", "job"],
+        vec!["list"],
+    ] {
+        let out = output(cli_as(&sub)).await;
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{sub:?} under the ACL user: {shown}");
+        assert!(!shown.contains("cli-acl-pw"), "{shown}");
+    }
+    cluster
+        .command_on_all("ACL", &["DELUSER", &user])
+        .await
+        .unwrap();
+}

@@ -90,6 +90,51 @@ fn certificates(dir: &Path) {
 }
 
 /// A block of six ports whose cluster bus ports (+10000) are free too.
+/// A client certificate signed by the same CA (for mutual TLS).
+fn client_certificate(dir: &Path) {
+    let ssl = |args: &[&str]| {
+        run(std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir));
+    };
+    ssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/CN=lock client",
+    ]);
+    // an X.509 v3 certificate (rustls takes no other): with extensions
+    std::fs::write(
+        dir.join("client.cnf"),
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    ssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "client.cnf",
+    ]);
+}
+
+/// A block of six ports whose cluster bus ports (+10000) are free too.
 fn free_ports() -> Vec<u16> {
     // clusters of one process start at once: each call looks at blocks of its own
     static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
@@ -113,7 +158,10 @@ fn cli(dir: &Path, port: u16, tls: bool) -> std::process::Command {
     let mut cmd = std::process::Command::new("redis-cli");
     cmd.current_dir(dir);
     if tls {
-        cmd.args(["--tls", "--cacert", "ca.pem"]);
+        // the node's certificate doubles as redis-cli's client certificate (mutual TLS)
+        cmd.args([
+            "--tls", "--cacert", "ca.pem", "--cert", "node.pem", "--key", "node.key",
+        ]);
     }
     cmd.args(["--no-auth-warning", "-a", PASSWORD]).args([
         "-h",
@@ -127,6 +175,12 @@ fn cli(dir: &Path, port: u16, tls: bool) -> std::process::Command {
 impl NativeCluster {
     /// Starts six nodes, TLS-only when `tls`, and makes them a cluster in sync.
     pub async fn start(tls: bool) -> NativeCluster {
+        NativeCluster::start_with(tls, false).await
+    }
+
+    /// As [`start`](Self::start); with `client_certs`, the nodes require a client
+    /// certificate signed by the CA (`tls-auth-clients yes`): `client.pem`/`client.key`.
+    pub async fn start_with(tls: bool, client_certs: bool) -> NativeCluster {
         let dir = std::env::temp_dir().join(format!(
             "cluster-rwlock-native-{}-{}",
             std::process::id(),
@@ -134,6 +188,7 @@ impl NativeCluster {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         certificates(&dir);
+        client_certificate(&dir);
         let ports = free_ports();
         let mut nodes = Vec::new();
         for &port in &ports {
@@ -151,7 +206,10 @@ impl NativeCluster {
                         "../node.key",
                     ])
                     .args(["--tls-ca-cert-file", "../ca.pem"])
-                    .args(["--tls-auth-clients", "optional"])
+                    .args([
+                        "--tls-auth-clients",
+                        if client_certs { "yes" } else { "optional" },
+                    ])
                     .args(["--tls-cluster", "yes", "--tls-replication", "yes"]);
             } else {
                 server.args(["--port", &port.to_string()]);
@@ -221,6 +279,14 @@ impl NativeCluster {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The client certificate and key (PEM) signed by the CA.
+    pub fn client_cert(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            std::fs::read(self.dir.join("client.pem")).unwrap(),
+            std::fs::read(self.dir.join("client.key")).unwrap(),
+        )
     }
 
     pub fn ca(&self) -> Vec<u8> {
