@@ -76,7 +76,7 @@
 //!   token given. Only the owner's guard releases its hold, and a release retried after a
 //!   connection error never removes another hold.
 //! - **Reentrancy, on purpose only.** A guard takes another hold as its owner
-//!   ([`ReadGuard::read_again`], [`WriteGuard::write_again`]), granted at once; holds of
+//!   ([`read_again`](Grant::read_again), [`WriteGuard::write_again`]), granted at once; holds of
 //!   one explicit owner are reentrant. Each guard gives back its own hold. An explicit
 //!   owner that holds write may also take read; one that holds only read and asks for
 //!   write gets [`Error::UpgradeDeadlock`] at once instead of waiting forever.
@@ -108,7 +108,7 @@
 //!   lease, is later), by a timer of its own; or as soon as a renewal finds it gone (a
 //!   renewal also runs at once when a slot moves). The margin
 //!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
-//!   clocks' steps and drift. Then [`WriteGuard::lost`] resolves, `is_lost()` is true and
+//!   clocks' steps and drift. Then [`lost`](Grant::lost) resolves, `is_lost()` is true and
 //!   `release()` returns [`Error::LockLost`]. A release sent again after a sending whose
 //!   reply never came returns `Ok` when it finds nothing: the first one released.
 //! - **Fencing.** Every grant carries a fence strictly greater than all fences granted
@@ -206,6 +206,17 @@
 //! the replicas did not confirm) from those it cannot (a bad name or owner, a lost lease,
 //! a key that is not a lock, a refused permission). The Redis client's error is the
 //! `source()` of [`Error::Redis`]; the client is re-exported as [`fred`].
+//!
+//! # Several locks, breaking a lock
+//! [`LockClient::multi`] holds several locks in any slots at once without deadlock (see
+//! [`multi`]); [`LockClient::force_release`] breaks a stuck lock for an operator.
+//!
+//! # TLS and permissions
+//! With the cargo feature `tls`, `rediss://` URLs connect over TLS (rustls; see
+//! [`LockConfig::from_url`] and the `tls_*` settings); without it they are refused at
+//! connect, never sent in plaintext. The README gives the least-privilege ACL rule for
+//! an application user; [`Error::is_permission_denied`] tells a refusal. Passwords never
+//! appear in `Debug`, errors or traces.
 //!
 //! # Crates
 //! This crate is the lock. Its workspace also has `cluster-rwlock-testkit`, the six-node

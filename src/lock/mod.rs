@@ -24,7 +24,7 @@ use crate::error::Error;
 /// **Every acquire through a handle is a hold of its own** that excludes every other
 /// writer: clones and `Arc`s of one handle shared by several tasks contend as tokio's
 /// `RwLock` does. Holds are reentrant only on purpose: through a guard
-/// ([`ReadGuard::read_again`], [`WriteGuard::write_again`]), or for holds taken as one
+/// ([`read_again`](Grant::read_again), [`WriteGuard::write_again`]), or for holds taken as one
 /// explicit owner token ([`with_owner`](Self::with_owner)). The crate docs state the
 /// guarantees and fairness rules.
 ///
@@ -269,7 +269,7 @@ impl RwLock {
     /// The owner token: the one given to [`with_owner`](Self::with_owner), or, for a
     /// handle from [`LockClient::rwlock`](crate::LockClient::rwlock), the prefix of its
     /// holds' tokens (each hold is taken as `<owner>:<n>`, an owner of its own; a guard's
-    /// [`owner`](WriteGuard::owner) tells which).
+    /// [`owner`](Grant::owner) tells which).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
