@@ -42,14 +42,15 @@ faketime_lib() {
     if [ -f "$f" ]; then echo "$f"; return 0; fi
   done
 }
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 || [ -z "$(faketime_lib)" ]; then
+# (openssl: the TLS tests make their certificates with it)
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1 || [ -z "$(faketime_lib)" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "redis-image: installing redis-server, redis-tools and libfaketime with apt-get"
+    echo "redis-image: installing redis-server, redis-tools, libfaketime and openssl with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends redis-server redis-tools libfaketime >/dev/null
+    apt-get install -y -qq --no-install-recommends redis-server redis-tools libfaketime openssl >/dev/null
   else
-    echo "redis-image: redis-server/redis-cli/libfaketime not found; install Debian's redis-server, redis-tools and libfaketime (as root) and run again" >&2
+    echo "redis-image: redis-server/redis-cli/libfaketime/openssl not found; install Debian's redis-server, redis-tools, libfaketime and openssl (as root) and run again" >&2
     exit 1
   fi
 fi

@@ -178,9 +178,32 @@ impl NativeCluster {
         NativeCluster::start_with(tls, false).await
     }
 
+    /// Installs Debian's `redis-server`, `redis-tools` and `openssl` when one of them is
+    /// missing (as the test bed's set-up does, under its machine-wide lock).
+    fn ensure_binaries() {
+        let missing = ["redis-server", "redis-cli", "openssl"].iter().any(|b| {
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {b}")])
+                .output()
+                .map(|o| !o.status.success())
+                .unwrap_or(true)
+        });
+        if !missing {
+            return;
+        }
+        let lock = std::env::temp_dir().join("cluster-rwlock-setup.lock");
+        let script = "export DEBIAN_FRONTEND=noninteractive; \
+            command -v redis-server >/dev/null && command -v redis-cli >/dev/null && command -v openssl >/dev/null || \
+            { apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server redis-tools openssl >/dev/null; }";
+        run(std::process::Command::new("flock")
+            .arg(&lock)
+            .args(["sh", "-c", script]));
+    }
+
     /// As [`start`](Self::start); with `client_certs`, the nodes require a client
     /// certificate signed by the CA (`tls-auth-clients yes`): `client.pem`/`client.key`.
     pub async fn start_with(tls: bool, client_certs: bool) -> NativeCluster {
+        NativeCluster::ensure_binaries();
         let dir = std::env::temp_dir().join(format!(
             "cluster-rwlock-native-{}-{}",
             std::process::id(),
