@@ -174,9 +174,7 @@ impl LockConfig {
     /// assert!(LockConfig::from_url("http://nope").is_err());
     /// ```
     pub fn from_url(url: &str) -> Result<LockConfig> {
-        check_scheme(url)?;
-        let config = Config::from_url(url)
-            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
+        let config = parse_url(url)?;
         let topology = match config.server {
             ServerConfig::Clustered { .. } => Topology::Cluster,
             _ => Topology::Detect,
@@ -196,9 +194,7 @@ impl LockConfig {
     /// assert!(LockConfig::single_node("redis-cluster://127.0.0.1:7000").is_err());
     /// ```
     pub fn single_node(url: &str) -> Result<LockConfig> {
-        check_scheme(url)?;
-        let config = Config::from_url(url)
-            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
+        let config = parse_url(url)?;
         if matches!(config.server, ServerConfig::Clustered { .. }) {
             return Err(Error::InvalidConfig(format!(
                 "{}: a cluster URL for a single node; use LockConfig::from_url",
@@ -589,15 +585,12 @@ impl LockConfig {
         if self.topology != Topology::Cluster
             || self.urls.len() == 1 && first.contains("-cluster://")
         {
-            return Config::from_url(first)
-                .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(first))));
+            return parse_url(first);
         }
-        let mut config = Config::from_url(first)
-            .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(first))))?;
+        let mut config = parse_url(first)?;
         let mut hosts = Vec::new();
         for url in &self.urls {
-            let one = Config::from_url(url)
-                .map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))?;
+            let one = parse_url(url)?;
             match one.server {
                 ServerConfig::Centralized { server } => {
                     hosts.push((server.host.to_string(), server.port))
@@ -671,6 +664,13 @@ fn check_client_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Fred's config of one URL, after its scheme is checked: a malformed URL is
+/// `InvalidConfig`, shown without its password.
+fn parse_url(url: &str) -> Result<Config> {
+    check_scheme(url)?;
+    Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))
 }
 
 fn check_scheme(url: &str) -> Result<()> {

@@ -122,25 +122,14 @@ impl MultiLock {
         self.members.iter().map(|(l, m)| (l, *m))
     }
 
-    /// Takes one member, waiting at most until `deadline` (`None`: as long as it takes).
-    async fn one(lock: &RwLock, mode: Mode, deadline: Option<Instant>) -> Result<AnyGuard> {
-        let left = |d: Instant| d.saturating_duration_since(Instant::now());
-        Ok(match (mode, deadline) {
-            (Mode::Read, None) => lock.read().await?.into(),
-            (Mode::Write, None) => lock.write().await?.into(),
-            (Mode::Upgradable, None) => lock.upgradable_read().await?.into(),
-            (Mode::Read, Some(d)) => lock.read_timeout(left(d)).await?.into(),
-            (Mode::Write, Some(d)) => lock.write_timeout(left(d)).await?.into(),
-            (Mode::Upgradable, Some(d)) => lock.upgradable_read_timeout(left(d)).await?.into(),
-        })
-    }
-
     /// Takes the members in order; on an error, gives back what it took.
     async fn take(&self, timeout: Option<Duration>) -> Result<MultiGuard> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
         for (lock, mode) in &self.members {
-            match Self::one(lock, *mode, deadline).await {
+            // what is left of the time, for this member (`None`: as long as it takes)
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match lock.acquire_any(*mode, left).await {
                 Ok(g) => taken.push(g),
                 Err(e) => {
                     // given back in the background: a `*_timeout` returns in its time even
@@ -225,12 +214,7 @@ impl MultiLock {
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
         let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
         for (lock, mode) in &self.members {
-            let one: Result<Option<AnyGuard>> = match mode {
-                Mode::Read => lock.try_read().await.map(|g| g.map(Into::into)),
-                Mode::Write => lock.try_write().await.map(|g| g.map(Into::into)),
-                Mode::Upgradable => lock.try_upgradable_read().await.map(|g| g.map(Into::into)),
-            };
-            match one {
+            match lock.try_any(*mode).await {
                 Ok(Some(g)) => taken.push(g),
                 // given back in the background, as above
                 Ok(None) => return Ok(None),

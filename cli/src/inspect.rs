@@ -53,14 +53,20 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+/// The lock `name` and its state, or the exit code of the error (said on stderr).
+async fn lock_and_state(client: &LockClient, name: &str) -> Result<(RwLock, LockState), i32> {
+    let lock = client.rwlock(name).map_err(|e| fail("bad lock name", &e))?;
+    let s = lock
+        .state()
+        .await
+        .map_err(|e| fail(&format!("cannot read {name}"), &e))?;
+    Ok((lock, s))
+}
+
 pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
-    let lock = match client.rwlock(&a.name) {
-        Ok(l) => l,
-        Err(e) => return fail("bad lock name", &e),
-    };
-    let s = match lock.state().await {
-        Ok(s) => s,
-        Err(e) => return fail(&format!("cannot read {}", a.name), &e),
+    let (lock, s) = match lock_and_state(client, &a.name).await {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     if a.json {
         println!("{}", state_json(client, &lock, &s));
@@ -195,13 +201,9 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
 
 /// `break`: what would go (without `--yes`), or the break itself.
 pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
-    let lock = match client.rwlock(&a.name) {
-        Ok(l) => l,
-        Err(e) => return fail("bad lock name", &e),
-    };
-    let s = match lock.state().await {
-        Ok(s) => s,
-        Err(e) => return fail(&format!("cannot read {}", a.name), &e),
+    let (_, s) = match lock_and_state(client, &a.name).await {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     let going: Vec<_> = s
         .holders

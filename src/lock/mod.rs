@@ -219,6 +219,33 @@ impl RwLock {
         UpgradableReadGuard(guard::Grant::new(hold, self.clone()))
     }
 
+    /// The guard of `hold`, in its mode.
+    fn any_guard(&self, hold: crate::hold::Hold) -> AnyGuard {
+        match hold.mode {
+            Mode::Read => self.read_guard(hold).into(),
+            Mode::Write => self.write_guard(hold).into(),
+            Mode::Upgradable => self.upgradable_guard(hold).into(),
+        }
+    }
+
+    /// Waits for a hold of `mode`, at most `timeout` (`None`: as long as it takes): what
+    /// `read`, `write` and the others do, for a mode chosen at run time (multi-locks).
+    pub(crate) async fn acquire_any(
+        &self,
+        mode: Mode,
+        timeout: Option<Duration>,
+    ) -> Result<AnyGuard> {
+        let hold = self.wait(mode, timeout).await?;
+        Ok(self.any_guard(hold))
+    }
+
+    /// One attempt at a hold of `mode`: `try_read` and the others, for a mode chosen at
+    /// run time.
+    pub(crate) async fn try_any(&self, mode: Mode) -> Result<Option<AnyGuard>> {
+        let hold = self.try_once(mode).await?;
+        Ok(hold.map(|hold| self.any_guard(hold)))
+    }
+
     /// The lock's name.
     ///
     /// ```no_run

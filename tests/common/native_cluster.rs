@@ -39,99 +39,110 @@ fn run(cmd: &mut std::process::Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs `openssl` with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    run(std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir));
+}
+
 /// A CA, and one certificate for every node (IP SAN 127.0.0.1: the cluster announces IPs).
 fn certificates(dir: &Path) {
-    let ssl = |args: &[&str]| {
-        run(std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir));
-    };
-    ssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=cluster-rwlock test CA",
-    ]);
-    ssl(&[
-        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj",
-        "/CN=node",
-    ]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=cluster-rwlock test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
+            "-subj", "/CN=node",
+        ],
+    );
     std::fs::write(
         dir.join("ext.cnf"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .unwrap();
-    ssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "node.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "node.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "node.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "node.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
 }
 
-/// A block of six ports whose cluster bus ports (+10000) are free too.
 /// A client certificate signed by the same CA (for mutual TLS).
 fn client_certificate(dir: &Path) {
-    let ssl = |args: &[&str]| {
-        run(std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir));
-    };
-    ssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "client.key",
-        "-out",
-        "client.csr",
-        "-subj",
-        "/CN=lock client",
-    ]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+            "-subj",
+            "/CN=lock client",
+        ],
+    );
     // an X.509 v3 certificate (rustls takes no other): with extensions
     std::fs::write(
         dir.join("client.cnf"),
         "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
     )
     .unwrap();
-    ssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "client.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "client.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "client.cnf",
-    ]);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "client.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "client.cnf",
+        ],
+    );
 }
 
 /// A block of six ports whose cluster bus ports (+10000) are free too.
