@@ -18,7 +18,7 @@ async fn connect(
     p: &str,
     tune: impl FnOnce(LockConfig) -> LockConfig,
 ) -> LockClient {
-    let config = LockConfig::cluster(cluster.seed_urls())
+    let config = common::config(cluster)
         .prefix(p)
         .command_timeout(Duration::from_millis(1000));
     LockClient::connect(tune(config))
@@ -150,13 +150,14 @@ async fn master_paused_longer_than_the_lease() {
     let master = cluster.master_for_slot(lock_a.slot()).await.unwrap();
     // a client that talks to the old master only, as a client with a stale view would:
     // it still believes the master has its replica
-    let stale = LockClient::connect(
+    let stale = LockClient::connect(common::with_tls(
+        &cluster,
         LockConfig::from_url(&master.url)
             .unwrap()
             .prefix(&p)
             .notifications(false)
             .replica_acks(1, Duration::from_millis(500)),
-    )
+    ))
     .await
     .expect("stale client");
     let ga = lock_a.write().await.unwrap();

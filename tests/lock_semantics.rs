@@ -86,11 +86,9 @@ async fn bad_names_and_config_are_typed_errors() {
         Err(Error::InvalidName(_))
     ));
     assert!(matches!(client.rwlock("}x"), Err(Error::InvalidName(_))));
-    let bad_prefix =
-        LockClient::connect(LockConfig::cluster(cluster.seed_urls()).prefix("a{b}")).await;
+    let bad_prefix = LockClient::connect(common::config(cluster).prefix("a{b}")).await;
     assert!(matches!(bad_prefix, Err(Error::InvalidConfig(_))));
-    let zero_lease =
-        LockClient::connect(LockConfig::cluster(cluster.seed_urls()).lease(Duration::ZERO)).await;
+    let zero_lease = LockClient::connect(common::config(cluster).lease(Duration::ZERO)).await;
     assert!(matches!(zero_lease, Err(Error::InvalidConfig(_))));
     let lock = client.rwlock("owner-check").unwrap();
     assert!(matches!(
@@ -684,10 +682,13 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
     let cluster = cluster().await;
     let p = prefix("url");
     let seed = cluster.seed_urls().remove(0);
-    let seed_port = cluster.nodes()[0].port;
-    let client = LockClient::connect(LockConfig::from_url(&seed).unwrap().prefix(&p))
-        .await
-        .expect("a client from redis://");
+    let seed_port = common::client_port(&cluster.nodes()[0]);
+    let client = LockClient::connect(common::with_tls(
+        cluster,
+        LockConfig::from_url(&seed).unwrap().prefix(&p),
+    ))
+    .await
+    .expect("a client from redis://");
     assert!(
         client.redis().is_clustered(),
         "the node said it is a cluster"
@@ -701,7 +702,7 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
             .remove(0);
         let node = client.node_for_slot(lock.slot()).expect("routed");
         assert!(
-            node.ends_with(&format!(":{}", master.port)),
+            node.ends_with(&format!(":{}", common::client_port(&master))),
             "{node} for {master:?}"
         );
         let began = Instant::now();
@@ -711,7 +712,7 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
             "{:?}",
             began.elapsed()
         );
-        if master.port != seed_port {
+        if common::client_port(&master) != seed_port {
             foreign = Some(lock.name().to_string());
         }
     }
@@ -719,9 +720,12 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
 
     // one node on purpose: the other masters' MOVED is a typed error that says what to do,
     // at once (not a redirect followed in silence)
-    let single = LockClient::connect(LockConfig::single_node(&seed).unwrap().prefix(&p))
-        .await
-        .expect("a single-node client");
+    let single = LockClient::connect(common::with_tls(
+        cluster,
+        LockConfig::single_node(&seed).unwrap().prefix(&p),
+    ))
+    .await
+    .expect("a single-node client");
     let lock = single
         .rwlock(&foreign.expect("a master other than the seed"))
         .unwrap();

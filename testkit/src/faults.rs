@@ -45,9 +45,10 @@ impl TestCluster {
             if keys.is_empty() {
                 break;
             }
+            // with tls-cluster, a node MIGRATEs over TLS: to the TLS port
             let mut args = vec![
                 "127.0.0.1".to_string(),
-                to.port.to_string(),
+                to.tls_port.unwrap_or(to.port).to_string(),
                 String::new(),
                 "0".into(),
                 "5000".into(),
@@ -185,13 +186,16 @@ impl TestCluster {
             }
             Target::Process(old, dir) => {
                 // stopping waits for the old process: on a blocking thread
-                let (server, clock) = (self.server, node.clock.clone());
+                let (server, clock, conf) = (self.server, node.clock.clone(), self.conf.clone());
                 let (old, new) = blocking(move || {
                     let mut old = old;
                     if let Some(c) = old.as_mut() {
                         stop_child(c);
                     }
-                    (old, spawn_native(server, port, &dir, clock.as_deref()))
+                    (
+                        old,
+                        spawn_native(server, port, &dir, clock.as_deref(), conf.as_ref()),
+                    )
                 })
                 .await?;
                 match new {

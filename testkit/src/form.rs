@@ -7,6 +7,7 @@ use super::docker::{ensure_image, prepare_docker};
 use super::node::{Handle, Node};
 use super::ports::pick_ports;
 use super::reaper::reaper;
+use super::secure::{Conf, TLS_PORT_OFFSET};
 use super::{admin, blocking, on_runtime, server, skew, Backend, NodeInfo, Server};
 use super::{StartOptions, TestCluster, TestkitError};
 use super::{READY_TIMEOUT, SLOTS};
@@ -26,7 +27,8 @@ impl TestCluster {
         Self::start_with(StartOptions::default()).await
     }
 
-    /// [`start`](Self::start) with options: skewable clocks (see [`StartOptions`]). An
+    /// [`start`](Self::start) with options: skewable clocks, TLS, an ACL file (see
+    /// [`StartOptions`]). An
     /// external cluster (`REDIS_CLUSTER_URL`) is attached to as it is, options aside.
     ///
     /// ```no_run
@@ -71,6 +73,7 @@ impl TestCluster {
         };
         let server = Server::from_env()?;
         let skewable = options.skewable_clocks;
+        let conf = Conf::make(options.wants_tls(), &options.acl)?;
         if backend == Backend::Native {
             server.binary()?; // fail at once, with how to get it, rather than six times
             if skewable {
@@ -85,7 +88,7 @@ impl TestCluster {
         let mut last = None;
         for _ in 0..3 {
             let (base, ports_lock) = blocking(pick_ports).await??;
-            match Self::launch(backend, server, base, skewable).await {
+            match Self::launch(backend, server, base, skewable, conf.clone()).await {
                 Ok(nodes) => {
                     let mut cluster = TestCluster {
                         backend,
@@ -94,6 +97,7 @@ impl TestCluster {
                         nodes,
                         startup: Duration::ZERO,
                         _ports: Some(ports_lock),
+                        conf: conf.clone(),
                     };
                     if let Err(e) = cluster.form().await {
                         // dropping it removes the nodes, which waits for them: not here
@@ -106,8 +110,12 @@ impl TestCluster {
                         .map(|i| server::version_of(&i))
                         .unwrap_or_else(|_| "?".into());
                     eprintln!(
-                        "testkit: six-node {server} {} Cluster ({backend}) ready in {:.2} s on 127.0.0.1:{}-{}",
+                        "testkit: six-node {server} {} Cluster ({backend}{}) ready in {:.2} s on 127.0.0.1:{}-{}",
                         cluster.version,
+                        match cluster.tls() {
+                            Some(_) => format!(", TLS on ports {}-{}", base + TLS_PORT_OFFSET, base + 5 + TLS_PORT_OFFSET),
+                            None => String::new(),
+                        },
                         cluster.startup.as_secs_f64(),
                         base,
                         base + 5
@@ -136,6 +144,7 @@ impl TestCluster {
                 info: NodeInfo {
                     index,
                     port: l.port,
+                    tls_port: None,
                     url: format!("redis://127.0.0.1:{}", l.port),
                 },
                 handle: Mutex::new(Handle::External),
@@ -155,6 +164,7 @@ impl TestCluster {
             nodes,
             startup: began.elapsed(),
             _ports: None,
+            conf: None,
         })
     }
     /// Assigns slots, joins the nodes and attaches the replicas, then waits until ready.

@@ -54,15 +54,20 @@ impl TestCluster {
         let (gid, bus) = (gid_of(port)?, port + 10000);
         let tag = fault_tag(ISOLATE, port);
         let mut cut = Vec::new();
-        for other in self.nodes.iter().map(|n| n.info.port) {
-            if other == port {
+        let mine = self.client_ports(index)?;
+        for other in self.nodes.iter().map(|n| n.info.index) {
+            if other == index {
                 continue;
             }
-            let other_gid = gid_of(other)?;
-            cut.push(sent_by(other_gid, "--dport", port, &tag));
-            cut.push(sent_by(other_gid, "--dport", bus, &tag));
-            cut.push(sent_by(gid, "--dport", other, &tag));
-            cut.push(sent_by(gid, "--dport", other + 10000, &tag));
+            let theirs = self.client_ports(other)?;
+            let other_bus = theirs[0] + 10000;
+            let other_gid = gid_of(theirs[0])?;
+            for &p in mine.iter().chain([&bus]) {
+                cut.push(sent_by(other_gid, "--dport", p, &tag));
+            }
+            for &p in theirs.iter().chain([&other_bus]) {
+                cut.push(sent_by(gid, "--dport", p, &tag));
+            }
         }
         // its answers on the bus links that the others opened
         cut.push(sent_by(gid, "--sport", bus, &tag));

@@ -11,14 +11,16 @@ use testcontainers::{GenericImage, ImageExt};
 use super::native::spawn_native;
 use super::node::{node_logs, remove_nodes, Handle, Node};
 use super::reaper::{session_id, tell_reaper};
+use super::secure::{Conf, CONF_MOUNT, TLS_PORT_OFFSET};
 use super::TestkitError;
 use super::{admin, blocking, partition, skew, Backend, NodeInfo, Server, TestCluster};
 use super::{SESSION_LABEL, TESTBED_LABEL};
 
-/// The server's command line for the node on `port`, with its files in `dir`.
-pub(super) fn node_args(port: u16, dir: &str) -> Vec<String> {
-    let conf = format!("nodes-{port}.conf");
-    [
+/// The server's command line for the node on `port`, with its files in `dir`, and the
+/// cluster's TLS and ACL options (its configuration directory seen at `conf_dir`).
+pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&Conf, &str)>) -> Vec<String> {
+    let cluster_conf = format!("nodes-{port}.conf");
+    let mut args: Vec<String> = [
         "--port",
         &port.to_string(),
         "--bind",
@@ -28,7 +30,7 @@ pub(super) fn node_args(port: u16, dir: &str) -> Vec<String> {
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
-        &conf,
+        &cluster_conf,
         "--cluster-require-full-coverage",
         "no",
         "--cluster-node-timeout",
@@ -54,7 +56,11 @@ pub(super) fn node_args(port: u16, dir: &str) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    if let Some((conf, inside)) = conf {
+        args.extend(conf.args(port, inside));
+    }
+    args
 }
 
 impl TestCluster {
@@ -64,12 +70,16 @@ impl TestCluster {
         server: Server,
         base: u16,
         skewable: bool,
+        conf: Option<Conf>,
     ) -> Result<Vec<Node>, TestkitError> {
+        let tls = conf.as_ref().is_some_and(|c| c.tls.is_some());
         let mut set = tokio::task::JoinSet::new();
         for index in 0..6 {
             let port = base + index as u16;
+            let conf = conf.clone();
             set.spawn(async move {
-                let launched = Self::launch_node(backend, server, port, skewable).await;
+                let launched =
+                    Self::launch_node(backend, server, port, skewable, conf.as_ref()).await;
                 (index, launched)
             });
         }
@@ -80,11 +90,16 @@ impl TestCluster {
             match res {
                 Ok((handle, clock)) => {
                     let port = base + index as u16;
+                    let tls_port = tls.then_some(port + TLS_PORT_OFFSET);
                     nodes[index] = Some(Node {
                         info: NodeInfo {
                             index,
                             port,
-                            url: format!("redis://127.0.0.1:{port}"),
+                            tls_port,
+                            url: match tls_port {
+                                Some(p) => format!("rediss://127.0.0.1:{p}"),
+                                None => format!("redis://127.0.0.1:{port}"),
+                            },
                         },
                         handle: Mutex::new(handle),
                         down: Mutex::new(false),
@@ -102,7 +117,12 @@ impl TestCluster {
                 while admin::text(node.info.port, "PING", &[]).await.is_err() {
                     if Instant::now() > deadline {
                         let logs = node_logs(node).await;
-                        failure = Some(if logs.contains("Address already in use") {
+                        failure = Some(if logs.contains("connection type tls") {
+                            TestkitError::NoTls(format!(
+                                "{server} on port {}: {logs}",
+                                node.info.port
+                            ))
+                        } else if logs.contains("Address already in use") {
                             TestkitError::PortsTaken(format!(
                                 "port {} or {}: {logs}",
                                 node.info.port,
@@ -140,6 +160,7 @@ impl TestCluster {
         server: Server,
         port: u16,
         skewable: bool,
+        conf: Option<&Conf>,
     ) -> Result<(Handle, Option<PathBuf>), TestkitError> {
         match backend {
             Backend::Docker => {
@@ -151,7 +172,7 @@ impl TestCluster {
                     .with_label(TESTBED_LABEL, "testkit")
                     .with_label(SESSION_LABEL, session_id())
                     .with_container_name(format!("cluster-rwlock-{}-{port}", session_id()))
-                    .with_cmd(node_args(port, "/data"));
+                    .with_cmd(node_args(port, "/data", conf.map(|c| (c, CONF_MOUNT))));
                 // a group of the node's own, so that a partition can drop what it sends
                 let mut request = match partition::node_gid(port) {
                     Some(gid) => request.with_user(format!("0:{gid}")),
@@ -159,6 +180,12 @@ impl TestCluster {
                 };
                 // the clock file lives in a host directory of its own, mounted whole: a
                 // file replaced by a rename shows through a directory mount, not a file's
+                if let Some(conf) = conf {
+                    request = request.with_mount(Mount::bind_mount(
+                        conf.dir.display().to_string(),
+                        CONF_MOUNT,
+                    ));
+                }
                 let clock = if skewable {
                     let dir = std::env::temp_dir()
                         .join(format!("cluster-rwlock-{}-{port}-clock", session_id()));
@@ -199,7 +226,7 @@ impl TestCluster {
                 } else {
                     None
                 };
-                let child = spawn_native(server, port, &dir, clock.as_deref())?;
+                let child = spawn_native(server, port, &dir, clock.as_deref(), conf)?;
                 let handle = Handle::Process {
                     child: Some(child),
                     dir,

@@ -87,12 +87,14 @@ mod ready; // readiness and failover waits
 mod reaper; // the session and its reaper process
 mod replication; // replication cuts (iptables), manual failover
 mod rules; // iptables rules added in one batch, listed and removed by their comment
+mod secure; // TLS certificates and ACL files
 mod server; // Redis or Valkey
 mod shim; // the Docker API shim for old engines
 mod skew; // skewable clocks (libfaketime), StartOptions
 
 pub use error::{Backend, TestkitError};
 pub use node::NodeInfo;
+pub use secure::TlsFiles;
 pub use server::{Server, VALKEY_IMAGE};
 pub use skew::StartOptions;
 
@@ -138,6 +140,8 @@ pub struct TestCluster {
     startup: Duration,
     /// Held while the cluster lives: the lock on its block of ports.
     _ports: Option<std::fs::File>,
+    /// The TLS certificates and ACL file the nodes were started with.
+    conf: Option<secure::Conf>,
 }
 
 impl fmt::Debug for TestCluster {
@@ -215,6 +219,27 @@ impl TestCluster {
         &self.version
     }
 
+    /// The certificates of a TLS cluster ([`StartOptions::tls`], or `CLUSTER_TLS=1`);
+    /// `None` for a plain one.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) {
+    /// if let Some(tls) = cluster.tls() {
+    ///     println!("CA: {}", tls.ca_file().display());
+    /// }
+    /// # }
+    /// ```
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.conf.as_ref().and_then(|c| c.tls.as_ref())
+    }
+
+    /// The ports a client may reach node `index` on: its plain port, and its TLS port on
+    /// a TLS cluster (faults cut both).
+    fn client_ports(&self, index: usize) -> Result<Vec<u16>, TestkitError> {
+        let info = &self.node(index)?.info;
+        Ok(std::iter::once(info.port).chain(info.tls_port).collect())
+    }
+
     /// The backend in use.
     ///
     /// ```no_run
@@ -226,8 +251,10 @@ impl TestCluster {
         self.backend
     }
 
-    /// `redis://127.0.0.1:<port>` of every node: seeds for a cluster client (for
-    /// cluster-rwlock: `LockConfig::cluster(cluster.seed_urls())`).
+    /// `redis://127.0.0.1:<port>` of every node, or `rediss://127.0.0.1:<tls port>` on a
+    /// TLS cluster: seeds for a cluster client (for cluster-rwlock:
+    /// `LockConfig::cluster(cluster.seed_urls())`, with the CA of [`tls`](Self::tls) on a
+    /// TLS cluster).
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
@@ -239,7 +266,8 @@ impl TestCluster {
         self.nodes.iter().map(|n| n.info.url.clone()).collect()
     }
 
-    /// A fred config for a cluster client seeded with every node.
+    /// A fred config for a cluster client seeded with every node's plain port (on a TLS
+    /// cluster too: the ports the test bed's own commands use).
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {

@@ -5,6 +5,7 @@ use std::process::{Command, Stdio};
 
 use super::launch::node_args;
 use super::reaper::tell_reaper;
+use super::secure::Conf;
 use super::{partition, skew, Server, TestkitError};
 
 /// SIGKILLs a node process (thawed first: a stopped process would stay a zombie) and
@@ -34,10 +35,12 @@ pub(super) fn spawn_native(
     port: u16,
     dir: &std::path::Path,
     clock: Option<&std::path::Path>,
+    conf: Option<&Conf>,
 ) -> Result<std::process::Child, TestkitError> {
     let binary = server.binary()?;
     let log = std::fs::File::create(dir.join("redis.log"))
         .map_err(|e| TestkitError::Command(e.to_string()))?;
+    let conf_dir = conf.map(|c| c.dir.display().to_string());
     let mut command = Command::new(&binary);
     // a group of the node's own, so that a partition can drop what it sends
     if let Some(gid) = partition::node_gid(port) {
@@ -51,7 +54,11 @@ pub(super) fn spawn_native(
         ));
     }
     let child = command
-        .args(node_args(port, &dir.display().to_string()))
+        .args(node_args(
+            port,
+            &dir.display().to_string(),
+            conf.zip(conf_dir.as_deref()),
+        ))
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| TestkitError::Command(e.to_string()))?)
         .stderr(log)

@@ -24,9 +24,13 @@ use super::runtime;
 pub struct NodeInfo {
     /// Index 0 to 5; nodes 0-2 start as masters, 3-5 as their replicas.
     pub index: usize,
-    /// Port on 127.0.0.1 (the cluster bus uses port + 10000).
+    /// Port on 127.0.0.1 (the cluster bus uses port + 10000). On a TLS cluster, the plain
+    /// port that only the test bed's own commands use.
     pub port: u16,
-    /// `redis://127.0.0.1:<port>`.
+    /// The TLS port on 127.0.0.1 (`port + 20000`), on a TLS cluster.
+    pub tls_port: Option<u16>,
+    /// What a client connects to: `redis://127.0.0.1:<port>`, or on a TLS cluster
+    /// `rediss://127.0.0.1:<tls_port>`.
     pub url: String,
 }
 

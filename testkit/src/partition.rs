@@ -93,7 +93,7 @@ async fn rule(op: &'static str, target: Target) -> Result<bool, TestkitError> {
 }
 
 impl TestCluster {
-    /// Cuts node `index` off: every packet to its client port and its cluster bus port is
+    /// Cuts node `index` off: every packet to its client ports and its cluster bus port is
     /// dropped, and every packet it sends, so that clients and the other nodes stop
     /// hearing from it (the cluster fails it over after its node timeout) while it runs
     /// on, believing itself master. [`heal`](Self::heal) undoes it; the rules carry this
@@ -117,11 +117,12 @@ impl TestCluster {
         let gid = gid_of(port)?;
         // told first, so that the reaper removes the rules even if we die while adding them
         tell_reaper(&format!("rule:{port}:{gid}"));
-        let targets = [
-            Target::To(port),
-            Target::To(port + 10000),
-            Target::From(gid),
-        ];
+        let mut targets: Vec<Target> = self
+            .client_ports(index)?
+            .into_iter()
+            .map(Target::To)
+            .collect();
+        targets.extend([Target::To(port + 10000), Target::From(gid)]);
         for (added, t) in targets.iter().enumerate() {
             if let Err(e) = rule("-I", *t).await {
                 // no half-made partition: take back the rules already added
@@ -150,7 +151,12 @@ impl TestCluster {
             return Err(TestkitError::Unsupported("heal"));
         }
         let port = self.node(index)?.info.port;
-        let mut targets = vec![Target::To(port), Target::To(port + 10000)];
+        let mut targets: Vec<Target> = self
+            .client_ports(index)?
+            .into_iter()
+            .map(Target::To)
+            .collect();
+        targets.push(Target::To(port + 10000));
         targets.extend(node_gid(port).map(Target::From));
         for t in targets {
             while rule("-D", t).await? {}
@@ -162,7 +168,8 @@ impl TestCluster {
 
     /// This process's partition and isolation rules, as `iptables -S` prints them (none
     /// when no node is cut off): three per [partitioned](Self::partition) node, two on
-    /// `INPUT` (its client and bus ports) and one on `OUTPUT` (its group), and about
+    /// `INPUT` (its client and bus ports; three with its TLS port on a TLS cluster) and one
+    /// on `OUTPUT` (its group), and about
     /// twenty per [isolated](Self::isolate) node. [`heal`](Self::heal) removes them;
     /// [`replication_rules`](Self::replication_rules) lists the replication cuts.
     ///

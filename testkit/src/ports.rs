@@ -2,7 +2,8 @@
 
 use super::TestkitError;
 
-/// A random base port such that base..base+6 and the bus ports +10000 are free, with a
+/// A random base port such that base..base+6, the bus ports +10000 and the TLS ports
+/// +20000 are free, with a
 /// lock file held on it, so that no other cluster (of this process or another; a stopped
 /// node frees its ports) takes the same block while this one lives.
 pub(super) fn pick_ports() -> Result<(u16, std::fs::File), TestkitError> {
@@ -23,7 +24,8 @@ pub(super) fn pick_ports() -> Result<(u16, std::fs::File), TestkitError> {
             continue;
         }
         let free = (0..6u16).all(|i| {
-            [base + i, base + i + 10000]
+            // client, bus and TLS ports (the last used by TLS clusters only)
+            [base + i, base + i + 10000, base + i + 20000]
                 .iter()
                 .all(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
         });

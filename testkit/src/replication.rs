@@ -117,7 +117,9 @@ impl TestCluster {
             cut.extend(link_rules(local, remote, &tag));
         }
         for replica in replicas {
-            cut.push(sent_by(gid_of(replica)?, "--dport", port, &tag));
+            for to in self.client_ports(master)? {
+                cut.push(sent_by(gid_of(replica)?, "--dport", to, &tag));
+            }
         }
         // told first, so that the reaper removes the rules even if we die while adding them
         tell_reaper(&format!("rule:{tag}"));
@@ -141,7 +143,8 @@ impl TestCluster {
         rules::remove_tagged(&fault_tag(REPL, port)).await
     }
 
-    /// Silently drops everything the node `index` sends from its client port (replies
+    /// Silently drops everything the node `index` sends from its client port (and its TLS
+    /// port on a TLS cluster) (replies
     /// to clients, the replication stream), while it goes on taking and running commands:
     /// a command runs and its caller never hears back, as when a reply is lost on the
     /// way. [`restore_replies`](Self::restore_replies) ends it. An iptables rule on `lo`,
@@ -162,10 +165,14 @@ impl TestCluster {
         if self.backend() == Backend::External {
             return Err(TestkitError::Unsupported("drop_replies"));
         }
-        let port = self.node(index)?.info.port.to_string();
         let tag = fault_tag(REPLIES, self.node(index)?.info.port);
+        let drop: Vec<Rule> = self
+            .client_ports(index)?
+            .into_iter()
+            .map(|p| Rule::new("INPUT", &["-m", "tcp", "--sport", &p.to_string()], &tag))
+            .collect();
         tell_reaper(&format!("rule:{tag}"));
-        rules::insert(&[Rule::new("INPUT", &["-m", "tcp", "--sport", &port], &tag)]).await
+        rules::insert(&drop).await
     }
 
     /// Ends [`drop_replies`](Self::drop_replies) for the node `index` (nothing happens

