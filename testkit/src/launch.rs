@@ -119,7 +119,7 @@ impl TestCluster {
                         let logs = node_logs(node).await;
                         failure = Some(if logs.contains("connection type tls") {
                             TestkitError::NoTls(format!(
-                                "{server} on port {}: {logs}",
+                                "the {server} on port {} was built without TLS (name one built with it: VALKEY_SERVER or VALKEY_IMAGE, REDIS_IMAGE); its last lines: {logs}",
                                 node.info.port
                             ))
                         } else if logs.contains("Address already in use") {

@@ -28,6 +28,12 @@
 //! another). [`TestCluster::server`] and [`TestCluster::server_version`] tell which runs;
 //! the start-up line printed to stderr says it too.
 //!
+//! # TLS and ACL files
+//! [`StartOptions::tls`] (or `CLUSTER_TLS=1`) starts a cluster that speaks TLS on its
+//! client links, its cluster bus and its replication, with certificates made at start
+//! ([`TestCluster::tls`]); clients are given `rediss://` URLs of the TLS ports.
+//! [`StartOptions::acl_file`] starts every node with an ACL file.
+//!
 //! # Faults
 //! [`kill`](TestCluster::kill), [`pause`](TestCluster::pause) /
 //! [`unpause`](TestCluster::unpause), [`restart`](TestCluster::restart),
