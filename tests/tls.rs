@@ -243,6 +243,33 @@ async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_u
             .prefix("tb")
             .command_timeout(Duration::from_secs(2))
     };
+    // without the CA: the certificate is refused; plaintext to a TLS port: refused; the
+    // client certificate (mutual TLS), when given, is accepted (the nodes verify it)
+    let seed = seeds[0].clone();
+    let quick = |c: LockConfig| c.command_timeout(Duration::from_secs(2));
+    match LockClient::connect(quick(LockConfig::from_url(&seed).unwrap())).await {
+        Err(e @ Error::Connect { .. }) => {
+            let text = e.to_string();
+            assert!(text.to_lowercase().contains("certificate"), "{text}");
+            assert!(!text.contains(PW), "{text}");
+        }
+        other => panic!("an unknown CA: {:?}", other.map(|_| ())),
+    }
+    let plain = LockClient::connect(quick(
+        LockConfig::from_url(&seed.replacen("rediss://", "redis://", 1)).unwrap(),
+    ))
+    .await;
+    assert!(plain.is_err(), "plaintext to a TLS port connected");
+    let mtls = LockClient::connect(config().tls_client_auth(
+        tls.client_cert_pem().as_bytes().to_vec(),
+        tls.client_key_pem().as_bytes().to_vec(),
+    ))
+    .await
+    .expect("mutual TLS");
+    let w = mtls.rwlock("m").unwrap().write().await.unwrap();
+    w.release().await.unwrap();
+    mtls.close().await;
+
     let a = LockClient::connect(config()).await.expect("user over TLS");
     let b = LockClient::connect(config()).await.expect("user over TLS");
 
