@@ -136,7 +136,9 @@ impl LockClient {
                     Error::Unavailable(format!("{} did not load the scripts in time", node.addr))
                 })??;
         }
-        let diagnostics = Builder::from_config(config.to_fred()?)
+        // the connections' template: the config (and its TLS, the system's roots read
+        // from disk) is built once per connect
+        let diagnostics = Builder::from_config(cluster.router.connector().template().clone())
             .with_config(|c| c.fail_fast = false)
             .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
             .set_policy(crate::cluster::node::reconnect_policy())

@@ -111,6 +111,10 @@ struct RunArgs {
     /// Where the history and verdict go (default `target/nemesis/<config>-<seed>`).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The cluster speaks TLS (client links, bus, replication) and every client connects
+    /// over it, verifying the test bed's CA (also `CLUSTER_TLS=1`).
+    #[arg(long)]
+    tls: bool,
 }
 
 fn main() -> ExitCode {
@@ -262,17 +266,20 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
 
     let skew = kinds.iter().any(|k| k == "skew");
-    let cluster = TestCluster::start_with(StartOptions::default().skewable_clocks(skew))
-        .await
-        .map_err(|e| format!("test cluster: {e}"))?;
+    let cluster =
+        TestCluster::start_with(StartOptions::default().skewable_clocks(skew).tls(args.tls))
+            .await
+            .map_err(|e| format!("test cluster: {e}"))?;
     let cluster = Arc::new(cluster);
+    let ca_pem = cluster.tls().map(|t| t.ca_pem().to_string());
     let prefix = format!("nemesis-{}", args.seed);
     let lease = Duration::from_millis(args.lease_ms);
-    let client = LockClient::connect(
+    let client = LockClient::connect(workload::with_ca(
         LockConfig::cluster(cluster.seed_urls())
             .prefix(prefix.clone())
             .lease(lease),
-    )
+        ca_pem.as_deref(),
+    ))
     .await
     .map_err(|e| format!("controller client: {e}"))?;
     let names = names(&client)?;
@@ -293,6 +300,7 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         let spec = workload::WorkerSpec {
             proc,
             seeds: cluster.seed_urls(),
+            ca_pem: ca_pem.clone(),
             prefix: prefix.clone(),
             names: names.clone(),
             shared_owners: vec!["job-a".into(), "job-b".into()],
@@ -389,10 +397,11 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
 
     let verdict = checker::check(&events, t0);
     let title = format!(
-        "seed {}, {} s, config {config_name}, lease {} ms, {server}{}",
+        "seed {}, {} s, config {config_name}, lease {} ms, {server}{}{}",
         args.seed,
         args.duration,
         args.lease_ms,
+        if ca_pem.is_some() { " over TLS" } else { "" },
         if args.broken_fence {
             ", broken fence"
         } else {

@@ -19,8 +19,10 @@ use crate::resource::Conn;
 pub struct WorkerSpec {
     /// Worker number.
     pub proc: u32,
-    /// Seed URLs of the cluster.
+    /// Seed URLs of the cluster (`rediss://` on a TLS cluster).
     pub seeds: Vec<String>,
+    /// The CA of a TLS cluster, in PEM.
+    pub ca_pem: Option<String>,
     /// Key prefix of the run.
     pub prefix: String,
     /// Lock names.
@@ -83,11 +85,22 @@ impl Ctx {
     }
 }
 
+/// `config` verifying the nodes against `ca_pem`, when the cluster speaks TLS.
+pub fn with_ca(config: LockConfig, ca_pem: Option<&str>) -> LockConfig {
+    match ca_pem {
+        Some(pem) => config.tls_ca_pem(pem),
+        None => config,
+    }
+}
+
 /// Runs a worker to its end.
 pub async fn run(spec: WorkerSpec) -> Result<(), String> {
-    let mut config = LockConfig::cluster(spec.seeds.clone())
-        .prefix(spec.prefix.clone())
-        .lease(Duration::from_millis(spec.lease_ms));
+    let mut config = with_ca(
+        LockConfig::cluster(spec.seeds.clone())
+            .prefix(spec.prefix.clone())
+            .lease(Duration::from_millis(spec.lease_ms)),
+        spec.ca_pem.as_deref(),
+    );
     match spec.durability.as_str() {
         "acks" => config = config.replica_acks(1, Duration::from_millis(500)),
         "master-only" => config = config.durability(cluster_rwlock::Durability::MasterOnly),

@@ -37,6 +37,11 @@ impl Connector {
         }
     }
 
+    /// The config every connection is made from (TLS included), built once at connect.
+    pub fn template(&self) -> &Config {
+        &self.template
+    }
+
     fn builder(&self, addr: &str, fail_fast: bool) -> Result<Builder> {
         let (host, port) = addr
             .rsplit_once(':')
