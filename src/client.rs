@@ -136,13 +136,15 @@ impl LockClient {
                     Error::Unavailable(format!("{} did not load the scripts in time", node.addr))
                 })??;
         }
-        // the connections' template: the config (and its TLS, the system's roots read
-        // from disk) is built once per connect
-        let diagnostics = Builder::from_config(cluster.router.connector().template().clone())
-            .with_config(|c| c.fail_fast = false)
-            .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
-            .set_policy(crate::cluster::node::reconnect_policy())
-            .build()?;
+        // as a cluster client when the node said it is one (`config.topology` is settled
+        // now), with the TLS built at connect (the system's roots are read once)
+        let diagnostics = Builder::from_config(
+            config.to_fred_reusing_tls(cluster.router.connector().template())?,
+        )
+        .with_config(|c| c.fail_fast = false)
+        .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
+        .set_policy(crate::cluster::node::reconnect_policy())
+        .build()?;
         let start = u64::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..8]
                 .try_into()

@@ -505,6 +505,21 @@ impl LockConfig {
         self.with_tls(config)
     }
 
+    /// [`to_fred`](Self::to_fred) for a later client of the same connect: the TLS of
+    /// `template` (the connections' config, checked and built at connect) instead of
+    /// building it again, which would read the system's roots again.
+    pub(crate) fn to_fred_reusing_tls(&self, template: &Config) -> Result<Config> {
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
+        let mut config = self.fred_without_tls()?;
+        #[cfg(feature = "tls")]
+        {
+            config.tls = template.tls.clone();
+        }
+        #[cfg(not(feature = "tls"))]
+        let _ = template;
+        Ok(config)
+    }
+
     /// TLS as the URLs ask: `rediss://` is TLS or an error, never plaintext.
     fn with_tls(&self, mut config: Config) -> Result<Config> {
         let tls_urls = self.urls.iter().filter(|u| u.starts_with("rediss")).count();
