@@ -212,11 +212,18 @@ impl Error {
         match self {
             Error::Unavailable(_) => true,
             Error::Redis(e) | Error::Connect { source: e, .. } => {
-                matches!(e.kind(), K::Timeout | K::IO | K::Canceled)
+                matches!(e.kind(), K::Timeout | K::IO | K::Canceled) || no_connection(e)
             }
             _ => false,
         }
     }
+}
+
+/// The Redis client had no connection to send the command on (the node's connection is
+/// down and being made again): the command was not sent.
+fn no_connection(e: &fred::error::Error) -> bool {
+    *e.kind() == fred::error::ErrorKind::Routing
+        || e.details().starts_with("Failed to route command")
 }
 
 /// `Result` with this crate's [`Error`].
@@ -233,15 +240,16 @@ pub(crate) fn redis_retryable(e: &fred::error::Error) -> bool {
     matches!(
         e.kind(),
         K::Timeout | K::IO | K::Canceled | K::Cluster | K::Backpressure
-    ) || [
-        "CLUSTERDOWN",
-        "TRYAGAIN",
-        "READONLY",
-        "MASTERDOWN",
-        "LOADING",
-    ]
-    .iter()
-    .any(|p| d.starts_with(p))
+    ) || no_connection(e)
+        || [
+            "CLUSTERDOWN",
+            "TRYAGAIN",
+            "READONLY",
+            "MASTERDOWN",
+            "LOADING",
+        ]
+        .iter()
+        .any(|p| d.starts_with(p))
 }
 
 #[cfg(test)]
@@ -259,6 +267,12 @@ mod tests {
         assert!(!noperm.is_retryable() && !noperm.is_unavailable());
         let down = Error::from(FredError::new(ErrorKind::Unknown, "CLUSTERDOWN down"));
         assert!(down.is_retryable());
+        // fred's words when a node's connection is down: nothing was sent
+        let unrouted = Error::from(FredError::new(
+            ErrorKind::Unknown,
+            "Failed to route command.",
+        ));
+        assert!(unrouted.is_retryable() && unrouted.is_unavailable());
         assert!(Error::Unavailable("x:1 did not answer in 1s".into()).is_unavailable());
         assert!(Error::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(Error::NotReplicated {
