@@ -28,8 +28,8 @@ impl TestCluster {
     }
 
     /// [`start`](Self::start) with options: skewable clocks, TLS, an ACL file (see
-    /// [`StartOptions`]). An
-    /// external cluster (`REDIS_CLUSTER_URL`) is attached to as it is, options aside.
+    /// [`StartOptions`]). An external cluster (`REDIS_CLUSTER_URL`) is attached to as it
+    /// is, options aside.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {

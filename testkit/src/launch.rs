@@ -17,7 +17,8 @@ use super::{admin, blocking, partition, skew, Backend, NodeInfo, Server, TestClu
 use super::{SESSION_LABEL, TESTBED_LABEL};
 
 /// The server's command line for the node on `port`, with its files in `dir`, and the
-/// cluster's TLS and ACL options (its configuration directory seen at `conf_dir`).
+/// cluster's TLS and ACL options when `conf` gives them (with the path at which the node
+/// sees the configuration directory).
 pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&Conf, &str)>) -> Vec<String> {
     let cluster_conf = format!("nodes-{port}.conf");
     let mut args: Vec<String> = [
