@@ -241,10 +241,9 @@ async fn wrong_password_and_a_user_without_scripts() {
     assert_no_keys(cluster, &p).await;
 }
 
-/// The README's ACL rule for an application user, with `<prefix>` replaced.
+/// README's ACL rule for an application user, as `ACL SETUSER` arguments.
 fn app_acl_rule(prefix: &str) -> Vec<String> {
-    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit";
-    rule.replace("<prefix>", prefix)
+    common::app_acl_rule(prefix)
         .split(' ')
         .map(str::to_string)
         .collect()

@@ -9,12 +9,46 @@
 use std::time::{Duration, Instant};
 
 use cluster_rwlock::fred::interfaces::ClientLike;
-use cluster_rwlock::{Error, LockClient, LockConfig};
+use cluster_rwlock::{Error, LockClient, LockConfig, RwLock};
 
+mod common;
 #[path = "common/native_cluster.rs"]
 mod native_cluster;
 
 use native_cluster::{NativeCluster, PASSWORD};
+
+/// `theirs` waits to write while `lock` is held for write; the release hands it the lock
+/// (by release message) with a higher fence.
+async fn hand_off(lock: &RwLock, theirs: RwLock, wait_first: Duration) {
+    let w = lock.write().await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let w2 = theirs.write_timeout(Duration::from_secs(5)).await?;
+        let fence = w2.fence();
+        w2.release().await?;
+        Ok::<_, Error>(fence)
+    });
+    tokio::time::sleep(wait_first).await;
+    let fence = w.fence();
+    w.release().await.unwrap();
+    assert!(waiting.await.unwrap().expect("handed over") > fence);
+}
+
+/// Waits until `lock` can be written again after its master died (at most 30 s).
+async fn writable_again(lock: &RwLock) {
+    let began = Instant::now();
+    loop {
+        match lock.write_timeout(Duration::from_secs(2)).await {
+            Ok(w) => {
+                w.release().await.unwrap();
+                return;
+            }
+            Err(e) => assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "not writable 30 s after its master died: {e}"
+            ),
+        }
+    }
+}
 
 async fn tls_client(cluster: &NativeCluster, prefix: &str) -> LockClient {
     let config = LockConfig::from_url(&cluster.url("rediss", PASSWORD))
@@ -52,17 +86,8 @@ async fn the_lock_works_over_tls_on_every_master_and_after_a_failover() {
             theirs.try_read().await.unwrap().is_none(),
             "excluded over TLS"
         );
-        let waiting = tokio::spawn(async move {
-            let w2 = theirs.write_timeout(Duration::from_secs(5)).await?;
-            let fence = w2.fence();
-            w2.release().await?;
-            Ok::<_, Error>(fence)
-        });
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let fence = w.fence();
         w.release().await.unwrap();
-        let handed = waiting.await.unwrap().expect("handed over");
-        assert!(handed > fence);
+        hand_off(lock, theirs, Duration::from_millis(200)).await;
         let r = lock.read().await.unwrap();
         r.release().await.unwrap();
     }
@@ -72,19 +97,7 @@ async fn the_lock_works_over_tls_on_every_master_and_after_a_failover() {
     let (&master, lock) = by_master.iter().next().unwrap();
     let lock = lock.clone();
     cluster.kill(master);
-    let began = Instant::now();
-    loop {
-        match lock.write_timeout(Duration::from_secs(2)).await {
-            Ok(w) => {
-                w.release().await.unwrap();
-                break;
-            }
-            Err(e) => assert!(
-                began.elapsed() < Duration::from_secs(30),
-                "not writable 30 s after its master died: {e}"
-            ),
-        }
-    }
+    writable_again(&lock).await;
     let node = client.node_for_slot(lock.slot()).unwrap();
     assert!(
         !node.ends_with(&format!(":{master}")),
@@ -190,10 +203,10 @@ async fn mutual_tls_presents_the_client_certificate() {
     client.close().await;
 }
 
-/// The README's least-privilege ACL rule for the user `name` with password `pw`.
+/// README's least-privilege ACL rule for the user `name` with password `pw`, as a line
+/// of an ACL file.
 fn acl_user(name: &str, pw: &str, prefix: &str) -> String {
-    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit";
-    format!("user {name} on >{pw} {}", rule.replace("<prefix>", prefix))
+    format!("user {name} on >{pw} {}", common::app_acl_rule(prefix))
 }
 
 /// `CLIENT LIST` of the node on the plain `port` (the test bed's own way in).
@@ -277,27 +290,18 @@ async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_u
     let mut locks = Vec::new();
     for slot in [0u16, 8000, 16000] {
         let master = cluster.master_for_slot(slot).await.unwrap();
-        for i in 0.. {
-            let lock = a.rwlock(&format!("r{slot}-{i}")).unwrap();
-            if cluster.master_for_slot(lock.slot()).await.unwrap().port == master.port {
-                locks.push((master, lock));
-                break;
-            }
-        }
+        let lock = common::locks_on(&cluster, &a, &master, 1, &format!("r{slot}-"))
+            .await
+            .remove(0);
+        locks.push((master, lock));
     }
     for (_, lock) in &locks {
-        let w = lock.write().await.unwrap();
-        let theirs = b.rwlock(lock.name()).unwrap();
-        let waiting = tokio::spawn(async move {
-            let w2 = theirs.write_timeout(Duration::from_secs(5)).await?;
-            let fence = w2.fence();
-            w2.release().await?;
-            Ok::<_, Error>(fence)
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let fence = w.fence();
-        w.release().await.unwrap();
-        assert!(waiting.await.unwrap().expect("handed over") > fence);
+        hand_off(
+            lock,
+            b.rwlock(lock.name()).unwrap(),
+            Duration::from_millis(100),
+        )
+        .await;
     }
 
     // every connection of the lock's user is on a TLS port: the plain ports the test bed
@@ -326,19 +330,7 @@ async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_u
         .wait_for_failover(Duration::from_secs(30))
         .await
         .unwrap();
-    let began = Instant::now();
-    loop {
-        match lock.write_timeout(Duration::from_secs(2)).await {
-            Ok(w) => {
-                w.release().await.unwrap();
-                break;
-            }
-            Err(e) => assert!(
-                began.elapsed() < Duration::from_secs(30),
-                "not writable 30 s after its master died: {e}"
-            ),
-        }
-    }
+    writable_again(lock).await;
     let node = a.node_for_slot(lock.slot()).unwrap();
     assert!(
         !node.ends_with(&format!(":{}", master.tls_port.unwrap())),

@@ -433,18 +433,17 @@ async fn the_cli_works_under_the_least_privilege_acl_user() {
     let prefix = prefix("cli-acl");
     let user = format!("cliapp{}", &prefix[prefix.len() - 8..]);
     // README's rule for the prefix, and what the CLI's `list` adds
-    let rule = "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit +scan +cluster|slots +cluster|info";
+    let rule = format!(
+        "{} +scan +cluster|slots +cluster|info",
+        common::app_acl_rule(&prefix)
+    );
     let mut args = vec![
         "SETUSER".to_string(),
         user.clone(),
         "on".into(),
         ">cli-acl-pw".into(),
     ];
-    args.extend(
-        rule.replace("<prefix>", &prefix)
-            .split(' ')
-            .map(str::to_string),
-    );
+    args.extend(rule.split(' ').map(str::to_string));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     cluster.command_on_all("ACL", &args).await.unwrap();
     let port = cluster.nodes()[0].port;

@@ -31,19 +31,25 @@ if [ "${FORCE:-0}" != 1 ] && [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; 
   echo "$bin"; exit 0
 fi
 
+# apt_install WHAT PACKAGE...: Debian's packages, as root; otherwise says what is missing
+apt_install() {
+  local what=$1; shift
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing $* with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  else
+    say "missing $what; install them and run again"; exit 1
+  fi
+}
+
 missing=()
 for tool in curl xz dpkg-deb sha256sum; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing curl and xz-utils with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends curl xz-utils ca-certificates >/dev/null
-  else
-    say "missing ${missing[*]}; install them and run again"; exit 1
-  fi
+  apt_install "${missing[*]}" curl xz-utils ca-certificates
 fi
 
 work=$(mktemp -d)
@@ -69,14 +75,7 @@ for lib in $libs; do
   dpkg-query -W -f '${Status}' "$lib" 2>/dev/null | grep -q "ok installed" || need+=("$lib")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing ${need[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  else
-    say "missing libraries ${need[*]}; install them and run again"; exit 1
-  fi
+  apt_install "libraries ${need[*]}" "${need[@]}"
 fi
 
 rm -rf "$dir"

@@ -12,6 +12,13 @@ pub async fn cluster() -> &'static TestCluster {
     TestCluster::shared().await.expect("test cluster")
 }
 
+/// README's least-privilege ACL rule for the lock's application user, for the key
+/// prefix `prefix` (the rules after `ACL SETUSER <user> on ><password>`).
+pub fn app_acl_rule(prefix: &str) -> String {
+    "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit"
+        .replace("<prefix>", prefix)
+}
+
 /// A prefix no other test uses.
 pub fn prefix(test: &str) -> String {
     format!(
