@@ -235,6 +235,8 @@ async fn wait_loop(
     }
     let mut sub: Option<Subscription> = None;
     let refresh = inner.config.lease / 3;
+    // a release message said the lock was handed to this waiter's current hold id
+    let mut handed_to_me = false;
     loop {
         if sub.is_none() {
             if let Some(n) = inner.notifier() {
@@ -254,6 +256,9 @@ async fn wait_loop(
         let wait = match outcome {
             Ok(Outcome::Granted(hold)) => {
                 leftovers.armed = false;
+                if handed_to_me {
+                    observe::handed_over(&lock.name, hold.fence);
+                }
                 return Ok(hold);
             }
             Ok(Outcome::Busy(wait_ms)) => {
@@ -273,6 +278,7 @@ async fn wait_loop(
                     // the same id could be granted and then undone by it
                     id = inner.next_hold_id();
                     leftovers.id = id;
+                    handed_to_me = false;
                 }
                 ERROR_BACKOFF
             }
@@ -301,39 +307,14 @@ async fn wait_loop(
                     } => Some(w),
                     _ = tokio::time::sleep_until(until) => None,
                 };
-                if let Some(Wake::Granted {
-                    id: handed, fence, ..
-                }) = woken
-                {
-                    if handed == id {
-                        // the releaser handed the lock over: taken once confirmed
-                        let taken = handed_over(lock, &owner, id, leftovers.from, fence, deadline);
-                        let Some(taken) = within(deadline, taken).await else {
-                            // (the armed leftovers give the hold back)
-                            give_up!();
-                        };
-                        match taken {
-                            Ok(hold) => {
-                                observe::handed_over(&lock.name, fence);
-                                leftovers.armed = false;
-                                return Ok(hold);
-                            }
-                            // gone again before it was confirmed: keep waiting
-                            Err(Error::LockLost) => {}
-                            // not confirmed (undone), or no answer: try again in time
-                            Err(
-                                Error::Redis(_)
-                                | Error::Unavailable(_)
-                                | Error::NotReplicated { .. },
-                            ) if deadline.is_some() => {
-                                // undone in the background (see `handed_over`): go on
-                                // under a new id, which that undo cannot touch
-                                id = inner.next_hold_id();
-                                leftovers.id = id;
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
+                if let Some(Wake::Granted { id: handed, .. }) = woken {
+                    // the releaser handed the lock to this waiter: the message only
+                    // wakes it. The next attempt, under the same id, finds the hold on
+                    // the node that serves the slot now and is a grant like any other:
+                    // its fence from the server, its lease counted from its own send
+                    // time, confirmed by the replicas. A message alone proves nothing
+                    // (a master that lost the slot, thawed, may still publish).
+                    handed_to_me |= handed == id;
                 }
             }
             None => {
@@ -347,43 +328,6 @@ async fn wait_loop(
             }
         }
     }
-}
-
-/// Takes a write hold that a release handed to this waiter. Unless grants go
-/// unconfirmed ([`Durability::MasterOnly`](crate::Durability::MasterOnly)), the
-/// message is not believed alone: a renewal of the hold, confirmed by the replicas,
-/// proves the grant is on the slot's master now (a message from a master that lost the
-/// slot proves nothing) and starts the lease clock at its own send time.
-async fn handed_over(
-    lock: &RawLock,
-    owner: &Arc<str>,
-    id: u64,
-    from: Option<u64>,
-    fence: u64,
-    deadline: Option<Instant>,
-) -> Result<Hold> {
-    let sent = Instant::now();
-    if let Some(confirm) = lock.confirmation(deadline) {
-        let ids = [id];
-        let present = lock.renew(&[(&**owner, &ids[..])], Some(confirm)).await;
-        match present {
-            Ok(p) if p.first().is_some_and(|ids| ids.contains(&id)) => {}
-            // gone (it ran out, or the message came from a master that lost the slot)
-            Ok(_) => return Err(Error::LockLost),
-            Err(e) => {
-                undo(lock, owner, id, true, from);
-                return Err(e);
-            }
-        }
-    }
-    Ok(Hold::new(
-        lock.clone(),
-        owner.clone(),
-        id,
-        fence,
-        Mode::Write,
-        sent,
-    ))
 }
 
 /// Gives back in the background what a grant that does not count left (a grant the
@@ -442,8 +386,16 @@ async fn attempt(
     };
     let reply = match reply {
         Err(e @ Error::NotReplicated { .. }) => {
-            // whatever the script did (a grant, a place in the queue) does not count
-            undo(lock, owner, id, ask.writes(), ask.upgrade_from());
+            // the grant does not count: undone. An upgrade's undo turns the write hold
+            // back into the upgradable hold it came from, which the next attempt needs:
+            // it runs before that attempt (in the background, the next attempt could
+            // find the upgradable hold gone and the undo a write hold it does not know);
+            // other undos run in the background, and the next attempt takes a new id
+            if let Some(from) = ask.upgrade_from() {
+                abandon(lock, owner, id, true, Some(from)).await?;
+            } else {
+                undo(lock, owner, id, ask.writes(), None);
+            }
             return Err(e);
         }
         other => other?,

@@ -38,7 +38,9 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    /// A hold granted by a call sent at `sent`; renewed from now on.
+    /// A hold granted by a call sent at `sent` (and confirmed as the configuration
+    /// says): believed for a lease (less the clock margin) from `sent`; renewed from now
+    /// on.
     pub fn new(
         raw: RawLock,
         owner: Arc<str>,
@@ -47,9 +49,24 @@ impl Hold {
         mode: Mode,
         sent: Instant,
     ) -> Hold {
-        let state = HoldState::new();
+        let until = raw.inner.keeper.belief(sent);
+        Hold::believed_until(raw, owner, id, fence, mode, sent, until)
+    }
+
+    /// A hold that may be believed until `until` and no longer, unless a renewal is
+    /// confirmed; `granted`: when it was asked for (for the hold-time metric).
+    fn believed_until(
+        raw: RawLock,
+        owner: Arc<str>,
+        id: u64,
+        fence: u64,
+        mode: Mode,
+        granted: Instant,
+        until: Instant,
+    ) -> Hold {
+        let state = HoldState::new(until);
         let inner = &raw.inner;
-        if inner.keeper.add(&raw.key, &owner, id, state.clone(), sent) {
+        if inner.keeper.add(&raw.key, &owner, id, state.clone()) {
             crate::renewal::start(inner);
         }
         observe::held(inner.keeper.held());
@@ -61,7 +78,7 @@ impl Hold {
             mode,
             state,
             done: false,
-            granted: sent,
+            granted,
         }
     }
 
@@ -112,6 +129,11 @@ impl Hold {
     }
 
     /// Turns this hold into a hold of `mode` in one step (see `lua/downgrade.lua`).
+    ///
+    /// The new hold is believed no longer than this one was: the conversion is not
+    /// confirmed by the replicas (a replica that misses it keeps the stronger hold, with
+    /// the deadline of its last confirmed grant or renewal), so only the next confirmed
+    /// renewal of the new hold moves its belief on.
     pub(crate) async fn convert(mut self, mode: Mode) -> Result<Hold> {
         let raw = self.raw.clone();
         let owner = self.owner.clone();
@@ -121,14 +143,17 @@ impl Hold {
         // call made
         self.state.set_converting(true);
         let fence = raw.convert(&owner, self.id, to, mode).await?;
+        // read after the reply: a renewal confirmed meanwhile moved it on
+        let until = self.state.until();
         self.forget();
         match fence {
-            Some(fence) if !self.state.is_lost() => {
-                Ok(Hold::new(raw, owner, to, fence, mode, sent))
-            }
+            Some(fence) if !self.state.is_lost() => Ok(Hold::believed_until(
+                raw, owner, to, fence, mode, sent, until,
+            )),
             Some(_) => {
-                // the lease had been lost: do not hand out a hold nobody protected
-                let _ = raw.release(&owner, to, raw.release_budget()).await;
+                // the lease had been lost: do not hand out a hold nobody protected (given
+                // back in the background: the caller learns it was lost at once)
+                give_back(raw, owner, to);
                 Err(Error::LockLost)
             }
             None => {
@@ -139,15 +164,24 @@ impl Hold {
     }
 
     /// This upgradable hold made a write hold (`write` came from it): stop renewing it,
-    /// unless its lease had been lost, in which case the write hold goes too.
-    pub(crate) async fn upgraded(mut self, write: Hold) -> Result<Hold> {
+    /// unless its lease had been lost, in which case the write hold goes too (in the
+    /// background: the caller learns it was lost at once).
+    pub(crate) fn upgraded(mut self, write: Hold) -> Result<Hold> {
         self.forget();
         if self.state.is_lost() {
-            let _ = write.release().await;
+            drop(write);
             return Err(Error::LockLost);
         }
         Ok(write)
     }
+}
+
+/// Gives hold `id` of `owner` back in the background, following the cluster for a
+/// lease at most.
+fn give_back(raw: RawLock, owner: Arc<str>, id: u64) {
+    raw.inner.clone().runtime.spawn(async move {
+        let _ = raw.release(&owner, id, raw.release_budget()).await;
+    });
 }
 
 impl Drop for Hold {
@@ -157,10 +191,7 @@ impl Drop for Hold {
         }
         self.forget();
         self.observe_release(true);
-        let (raw, owner, id) = (self.raw.clone(), self.owner.clone(), self.id);
-        raw.inner.clone().runtime.spawn(async move {
-            let _ = raw.release(&owner, id, raw.release_budget()).await;
-        });
+        give_back(self.raw.clone(), self.owner.clone(), self.id);
     }
 }
 

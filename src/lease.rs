@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The shared state of one hold: whether it was lost.
+/// The shared state of one hold: until when it may be believed, and whether it was lost.
 #[derive(Debug)]
 pub(crate) struct HoldState {
     lost: watch::Sender<bool>,
@@ -25,14 +25,40 @@ pub(crate) struct HoldState {
     /// have run after the script that replaced it, before its reply came back, and
     /// proves nothing (its belief deadline still holds).
     converting: std::sync::atomic::AtomicBool,
+    /// The belief deadline, in ns after `origin` (local monotonic clock): it only moves
+    /// on, when a renewal is confirmed.
+    origin: Instant,
+    until_ns: AtomicU64,
 }
 
 impl HoldState {
-    pub fn new() -> Arc<HoldState> {
+    /// The state of a hold that may be believed until `until`.
+    pub fn new(until: Instant) -> Arc<HoldState> {
+        let origin = Instant::now();
         Arc::new(HoldState {
             lost: watch::channel(false).0,
             converting: std::sync::atomic::AtomicBool::new(false),
+            origin,
+            until_ns: AtomicU64::new(Self::ns(origin, until)),
         })
+    }
+
+    fn ns(origin: Instant, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Until when the hold may be believed (local monotonic clock).
+    pub fn until(&self) -> Instant {
+        let ns = self.until_ns.load(Ordering::Acquire);
+        self.origin
+            .checked_add(Duration::from_nanos(ns))
+            .unwrap_or(self.origin)
+    }
+
+    /// Moves the belief deadline on to `until` (never back).
+    fn extend(&self, until: Instant) {
+        self.until_ns
+            .fetch_max(Self::ns(self.origin, until), Ordering::AcqRel);
     }
 
     pub fn set_converting(&self, on: bool) {
@@ -47,28 +73,38 @@ impl HoldState {
         self.lost.send_replace(true);
     }
 
+    /// Lost: a renewal found it gone, or its belief deadline has passed, by the clock
+    /// itself (not by the timer task that marks it, which a busy runtime may run late).
     pub fn is_lost(&self) -> bool {
-        *self.lost.borrow()
+        *self.lost.borrow() || Instant::now() >= self.until()
     }
 
+    /// Resolves when the hold is lost: when it is marked so, or at its belief deadline,
+    /// whichever comes first.
     pub async fn lost(&self) {
         let mut rx = self.lost.subscribe();
-        // the sender lives as long as `self`, so this only ends when lost
-        let _ = rx.wait_for(|lost| *lost).await;
+        loop {
+            if self.is_lost() {
+                return;
+            }
+            tokio::select! {
+                // the sender lives as long as `self`: this only ends when lost
+                _ = rx.wait_for(|lost| *lost) => return,
+                _ = tokio::time::sleep_until(self.until()) => {}
+            }
+        }
     }
 }
 
 /// Each owner of a lock with the ids of its holds.
 pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
-/// One hold in the book.
+/// One hold in the book: its state, which carries when its lease runs out unless
+/// renewed (local monotonic clock). Each hold has its own deadline, as on the server,
+/// where a grant or renewal sets the deadline of the holds it names and no other (a
+/// sibling process under the same owner token renews its own holds, never this one's).
 pub(crate) struct Held {
     pub state: Arc<HoldState>,
-    /// when its lease runs out unless renewed (local monotonic clock): each hold has its
-    /// own, as on the server, where a grant or renewal sets the deadline of the holds it
-    /// names and no other (a sibling process under the same owner token renews its own
-    /// holds, never this one's)
-    pub valid_until: Instant,
 }
 
 /// The holds of one owner of one lock.
@@ -111,30 +147,16 @@ impl Keeper {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts renewing hold `id` of `owner` on lock `key`, granted by a call sent at
-    /// `sent`. True for the first hold this book ever had: the renewal task is to start.
-    pub fn add(
-        &self,
-        key: &Arc<str>,
-        owner: &Arc<str>,
-        id: u64,
-        state: Arc<HoldState>,
-        sent: Instant,
-    ) -> bool {
-        let until = self.belief(sent);
+    /// Starts renewing hold `id` of `owner` on lock `key`, believed until its state
+    /// says. True for the first hold this book ever had: the renewal task is to start.
+    pub fn add(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, state: Arc<HoldState>) -> bool {
         let mut map = self.map();
         let entry = map
             .entry((key.clone(), owner.clone()))
             .or_insert_with(|| Owned {
                 holds: HashMap::new(),
             });
-        entry.holds.insert(
-            id,
-            Held {
-                state,
-                valid_until: until,
-            },
-        );
+        entry.holds.insert(id, Held { state });
         drop(map);
         self.added.notify_one();
         !self.started.swap(true, Ordering::AcqRel)
@@ -142,7 +164,7 @@ impl Keeper {
 
     /// Until when a grant or renewal confirmed for a request sent at `sent` may be
     /// believed.
-    fn belief(&self, sent: Instant) -> Instant {
+    pub fn belief(&self, sent: Instant) -> Instant {
         sent + self.lease.saturating_sub(self.margin)
     }
 
@@ -150,7 +172,7 @@ impl Keeper {
     pub fn earliest(&self) -> Option<Instant> {
         self.map()
             .values()
-            .flat_map(|e| e.holds.values().map(|h| h.valid_until))
+            .flat_map(|e| e.holds.values().map(|h| h.state.until()))
             .min()
     }
 
@@ -226,8 +248,8 @@ impl Keeper {
             for id in ids {
                 if still.contains(id) {
                     // renewed: only the holds the renewal named (see `Held`)
-                    if let Some(h) = entry.holds.get_mut(id) {
-                        h.valid_until = h.valid_until.max(until);
+                    if let Some(h) = entry.holds.get(id) {
+                        h.state.extend(until);
                     }
                     continue;
                 }
@@ -249,7 +271,7 @@ impl Keeper {
     pub fn expire(&self, now: Instant) {
         self.map().retain(|(key, owner), e| {
             e.holds.retain(|_, h| {
-                if h.valid_until <= now {
+                if h.state.until() <= now {
                     crate::observe::lost(
                         key,
                         owner,
@@ -279,14 +301,49 @@ mod tests {
         s.into()
     }
 
+    /// Adds a hold granted by a call sent at `sent` (its state's belief set from it).
+    fn put(
+        keeper: &Keeper,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+        id: u64,
+        state: Arc<HoldState>,
+        sent: Instant,
+    ) -> bool {
+        state.until_ns.store(0, Ordering::Release);
+        state.extend(keeper.belief(sent));
+        keeper.add(key, owner, id, state)
+    }
+
     #[tokio::test]
     async fn holds_are_kept_by_key_owner_and_id() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let k = arc("rwlock:{a}");
         let now = Instant::now();
-        assert!(keeper.add(&k, &arc("o1"), 1, HoldState::new(), now));
-        assert!(!keeper.add(&k, &arc("o1"), 2, HoldState::new(), now));
-        assert!(!keeper.add(&k, &arc("o2"), 3, HoldState::new(), now));
+        assert!(put(
+            &keeper,
+            &k,
+            &arc("o1"),
+            1,
+            HoldState::new(Instant::now()),
+            now
+        ));
+        assert!(!put(
+            &keeper,
+            &k,
+            &arc("o1"),
+            2,
+            HoldState::new(Instant::now()),
+            now
+        ));
+        assert!(!put(
+            &keeper,
+            &k,
+            &arc("o2"),
+            3,
+            HoldState::new(Instant::now()),
+            now
+        ));
         assert_eq!(keeper.held(), 3);
         let snap = keeper.snapshot(1);
         assert_eq!(snap.len(), 2, "one owner per entry");
@@ -299,10 +356,13 @@ mod tests {
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let (kept, gone) = (HoldState::new(), HoldState::new());
+        let (kept, gone) = (
+            HoldState::new(Instant::now()),
+            HoldState::new(Instant::now()),
+        );
         let now = Instant::now();
-        keeper.add(&k, &o, 1, kept.clone(), now);
-        keeper.add(&k, &o, 2, gone.clone(), now);
+        put(&keeper, &k, &o, 1, kept.clone(), now);
+        put(&keeper, &k, &o, 2, gone.clone(), now);
         let owners = vec![(o.clone(), vec![1, 2])];
         keeper.renewed(&k, &owners, vec![vec![1]], now);
         assert!(!kept.is_lost());
@@ -314,10 +374,13 @@ mod tests {
     async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let (renewed, not_named) = (HoldState::new(), HoldState::new());
+        let (renewed, not_named) = (
+            HoldState::new(Instant::now()),
+            HoldState::new(Instant::now()),
+        );
         let t0 = Instant::now();
-        keeper.add(&k, &o, 1, renewed.clone(), t0);
-        keeper.add(&k, &o, 2, not_named.clone(), t0);
+        put(&keeper, &k, &o, 1, renewed.clone(), t0);
+        put(&keeper, &k, &o, 2, not_named.clone(), t0);
         // a renewal sent 2 s later named hold 1 only (hold 2 was granted after its
         // snapshot, say): the server moved hold 1's deadline on, not hold 2's
         let owners = vec![(o.clone(), vec![1])];
@@ -332,8 +395,8 @@ mod tests {
     async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let from = HoldState::new();
-        keeper.add(&k, &o, 1, from.clone(), Instant::now());
+        let from = HoldState::new(Instant::now());
+        put(&keeper, &k, &o, 1, from.clone(), Instant::now());
         from.set_converting(true);
         // the renewal ran after the conversion script replaced hold 1 by hold 2
         keeper.renewed(
@@ -356,9 +419,9 @@ mod tests {
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
-        let state = HoldState::new();
+        let state = HoldState::new(Instant::now());
         let now = Instant::now();
-        keeper.add(&arc("k"), &arc("o"), 1, state.clone(), now);
+        put(&keeper, &arc("k"), &arc("o"), 1, state.clone(), now);
         keeper.expire(now + Duration::from_secs(2));
         assert!(!state.is_lost());
         keeper.expire(now + Duration::from_secs(3));
@@ -369,9 +432,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
         let keeper = Arc::new(Keeper::new(Duration::from_secs(4), Duration::from_secs(1)));
-        let state = HoldState::new();
+        let state = HoldState::new(Instant::now());
         let sent = Instant::now();
-        keeper.add(&arc("k"), &arc("o"), 1, state.clone(), sent);
+        put(&keeper, &arc("k"), &arc("o"), 1, state.clone(), sent);
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
         tokio::time::sleep_until(sent + Duration::from_millis(2_990)).await;
         assert!(!state.is_lost());
@@ -382,9 +445,9 @@ mod tests {
             "{at:?}"
         );
         // a renewal confirmed later moves the belief on; one sent earlier does not
-        let again = HoldState::new();
+        let again = HoldState::new(Instant::now());
         let sent2 = Instant::now();
-        keeper.add(&arc("k"), &arc("o"), 2, again.clone(), sent2);
+        put(&keeper, &arc("k"), &arc("o"), 2, again.clone(), sent2);
         let owners = vec![(arc("o"), vec![2])];
         keeper.renewed(
             &arc("k"),

@@ -151,14 +151,11 @@ pub(crate) fn not_replicated(key: &str, wanted: u32, acked: u32) {
     metrics::counter!("cluster_rwlock_not_replicated_total").increment(1);
 }
 
-/// A write in `slot` counts without WAIT: its master has no replica that could be
-/// promoted (all failing, or none).
-pub(crate) fn confirmed_alone(slot: u16) {
+/// A write counts without WAIT: its master has no replica that could be promoted (all
+/// failing, or none).
+pub(crate) fn confirmed_alone() {
     #[cfg(feature = "tracing")]
-    tracing::debug!(
-        slot,
-        "the slot's master has no replica that could be promoted: no WAIT"
-    );
+    tracing::debug!("the master has no replica that could be promoted: no WAIT");
     #[cfg(feature = "metrics")]
     metrics::counter!("cluster_rwlock_confirmed_alone_total").increment(1);
 }

@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::cluster::router::Link;
+use crate::error::Result;
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{Attempt, Confirm, Intent, RawState, Target};
-use crate::shared::Inner;
+use crate::scripts::{Attempt, Intent, RawState};
+use crate::shared::{Confirmed, Inner};
 use crate::slot;
 
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
@@ -48,12 +49,6 @@ impl RawLock {
         }
     }
 
-    /// How grants and renewals made now are confirmed by replicas, never past
-    /// `deadline` (`None`: not at all; see [`Durability`](crate::Durability)).
-    pub fn confirmation(&self, deadline: Option<Instant>) -> Option<Confirm> {
-        self.inner.confirm(self.slot, deadline)
-    }
-
     /// One attempt at hold `id` of `mode` for `owner` (`lua/acquire.lua`), confirmed
     /// by the replicas, never past `deadline`.
     pub async fn acquire(
@@ -64,10 +59,10 @@ impl RawLock {
         intent: Intent,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, t);
+            let on = inner.on(&c, key, Confirmed::By(deadline));
             inner
                 .scripts
                 .acquire(on, mode, owner, id, lease, intent)
@@ -87,10 +82,10 @@ impl RawLock {
         wait: bool,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let (inner, t) = (&self.inner, self.confirmed_target(deadline));
+        let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, t);
+            let on = inner.on(&c, key, Confirmed::By(deadline));
             inner
                 .scripts
                 .upgrade(on, owner, from, to, lease, wait)
@@ -109,10 +104,10 @@ impl RawLock {
         to: u64,
         mode: Mode,
     ) -> Result<Option<u64>> {
-        let (inner, t) = (&self.inner, self.target());
+        let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, t);
+            let on = inner.on(&c, key, Confirmed::No);
             inner
                 .scripts
                 .downgrade(on, owner, from, to, mode, lease)
@@ -122,34 +117,19 @@ impl RawLock {
     }
 
     /// Gives back hold `id` of `owner` (`lua/release.lua`), following the cluster for at
-    /// most `budget`. True when released, and also when a sending found nothing after an
-    /// earlier one whose outcome is unknown (no reply, a timeout, a connection lost): that
-    /// one may have released it, and the caller, which checked its belief deadline before
-    /// sending, held it until then.
+    /// most `budget`: true when this call released it. False when it was not there, also
+    /// when an earlier sending of this call got no answer (a timeout, a connection lost)
+    /// and may have released it: then nothing tells that from a hold that was gone
+    /// before (expired, or removed by a forced release), and the caller is told it may
+    /// have lost the hold, never that all was well when that is not known.
     pub async fn release(&self, owner: &str, id: u64, budget: Duration) -> Result<bool> {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let (inner, t) = (&self.inner, self.target());
-        // a sending is "in flight" until its reply says whether the script ran
-        let (in_flight, unsure) = (AtomicBool::new(false), AtomicBool::new(false));
-        let released = inner
-            .call_within(self.slot, budget, |c| {
-                if in_flight.swap(true, Ordering::AcqRel) {
-                    unsure.store(true, Ordering::Release);
-                }
-                let in_flight = &in_flight;
-                async move {
-                    let reply = inner.scripts.release(inner.on(&c, t), owner, id).await;
-                    // a redirect: the script did not run there
-                    let redirected =
-                        matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
-                    if reply.is_ok() || redirected {
-                        in_flight.store(false, Ordering::Release);
-                    }
-                    reply
-                }
+        let (inner, key) = (&self.inner, &*self.key);
+        inner
+            .call_within(self.slot, budget, |c| async move {
+                let on = inner.on(&c, key, Confirmed::No);
+                inner.scripts.release(on, owner, id).await
             })
-            .await?;
-        Ok(released || unsure.load(Ordering::Acquire))
+            .await
     }
 
     /// How long a release is followed through timeouts and failovers: a lease (a hold not
@@ -163,75 +143,43 @@ impl RawLock {
     /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
     /// from the upgradable hold `from`, such a write hold turns back into that hold.
     pub async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
-        let (inner, t) = (&self.inner, self.target());
+        let (inner, key) = (&self.inner, &*self.key);
         self.call(|c| async move {
-            inner
-                .scripts
-                .withdraw(inner.on(&c, t), owner, id, from)
-                .await
+            let on = inner.on(&c, key, Confirmed::No);
+            inner.scripts.withdraw(on, owner, id, from).await
         })
         .await
-    }
-
-    /// Renews the named holds of each owner (`lua/renew.lua`), confirmed as `confirm`
-    /// says (see [`confirmation`](Self::confirmation)): for each owner, the ids of those
-    /// it still has.
-    pub async fn renew(
-        &self,
-        owners: &[(&str, &[u64])],
-        confirm: Option<Confirm>,
-    ) -> Result<Vec<Vec<u64>>> {
-        let inner = &self.inner;
-        let t = Target {
-            key: &self.key,
-            confirm,
-        };
-        let lease = inner.lease_ms();
-        self.call(|c| async move { inner.scripts.renew(inner.on(&c, t), lease, owners).await })
-            .await
     }
 
     /// Removes every hold, or `only`'s, wakes the waiters and raises the fence
     /// (`lua/force_release.lua`): the holds removed and the fence. Unconfirmed, as a
     /// release: a replica that misses it keeps more holds, never fewer.
     pub async fn force_release(&self, only: Option<&str>) -> Result<(u64, Option<u64>)> {
-        let (inner, t) = (&self.inner, self.target());
-        self.call(|c| async move { inner.scripts.force_release(inner.on(&c, t), only).await })
-            .await
+        let (inner, key) = (&self.inner, &*self.key);
+        self.call(|c| async move {
+            let on = inner.on(&c, key, Confirmed::No);
+            inner.scripts.force_release(on, only).await
+        })
+        .await
     }
 
     /// The fence, the holders and the queued writers (`lua/state.lua`).
     pub async fn state(&self) -> Result<RawState> {
-        let (inner, t) = (&self.inner, self.target());
-        self.call(|c| async move { inner.scripts.state(inner.on(&c, t)).await })
-            .await
+        let (inner, key) = (&self.inner, &*self.key);
+        self.call(|c| async move {
+            let on = inner.on(&c, key, Confirmed::No);
+            inner.scripts.state(on).await
+        })
+        .await
     }
 
     /// Sends a command for this lock to the node that serves its slot (see
     /// [`Router::call`](crate::cluster::router::Router::call)).
     async fn call<T, F, Fut>(&self, op: F) -> Result<T>
     where
-        F: FnMut(fred::prelude::Client) -> Fut,
+        F: FnMut(Link) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         self.inner.call(self.slot, op).await
-    }
-
-    /// The lock, for a call whose writes need no confirmation (releases, withdrawals,
-    /// downgrades: a replica that misses them keeps more than the master, never less).
-    fn target(&self) -> Target<'_> {
-        Target {
-            key: &self.key,
-            confirm: None,
-        }
-    }
-
-    /// The lock, for a grant or renewal: confirmed by the replicas that could be promoted
-    /// (see [`Durability`](crate::Durability)), never past `deadline`.
-    fn confirmed_target(&self, deadline: Option<Instant>) -> Target<'_> {
-        Target {
-            key: &self.key,
-            confirm: self.confirmation(deadline),
-        }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::scripts::RenewItem;
-use crate::shared::Inner;
+use crate::shared::{Confirmed, Inner};
 
 /// Starts the client's renewal task (once). It renews every lease/3, and at once when
 /// the slot map changes (a failover, a slot move): a hold the new owner of its slot does
@@ -112,18 +112,13 @@ async fn renew_all(
             .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let t = crate::scripts::Target {
-                key: &item.key,
-                confirm: inner.confirm(slots[i], Some(deadline)),
-            };
+            let key = item.key.as_str();
             let reply = inner
                 .call_within(slots[i], left, |c| {
-                    let (t, owners) = (&t, &owners);
+                    let owners = &owners;
                     async move {
-                        inner
-                            .scripts
-                            .renew(inner.on(&c, *t), lease_ms, owners)
-                            .await
+                        let on = inner.on(&c, key, Confirmed::By(Some(deadline)));
+                        inner.scripts.renew(on, lease_ms, owners).await
                     }
                 })
                 .await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use crate::cluster::notify::Notifier;
+use crate::cluster::router::Link;
 use crate::cluster::topology::UNKNOWN;
 use crate::cluster::Cluster;
 use crate::config::{Durability, LockConfig};
@@ -15,6 +16,16 @@ use crate::error::Result;
 use crate::lease::Keeper;
 use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
+
+/// Whether a call's writes are confirmed by the replicas (see
+/// [`Inner::confirm_with`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Confirmed {
+    /// Not confirmed (releases, withdrawals, conversions, reads).
+    No,
+    /// Confirmed as the configuration says, never past the deadline.
+    By(Option<Instant>),
+}
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
 pub(crate) struct Inner {
@@ -33,12 +44,19 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// A script call on `client` (a connection to the node of the target's slot).
-    pub fn on<'a>(&'a self, client: &'a Client, target: Target<'a>) -> On<'a> {
+    /// A script call about lock `key` on `link` (a connection to the node that serves
+    /// its slot, or the target of an `ASK`), confirmed as `confirmed` says, by the
+    /// replicas of THAT node (see [`confirm_with`](Self::confirm_with)).
+    pub fn on<'a>(&'a self, link: &'a Link, key: &'a str, confirmed: Confirmed) -> On<'a> {
+        let confirm = match confirmed {
+            Confirmed::No => None,
+            Confirmed::By(deadline) => self.confirm_with(link.replicas, deadline),
+        };
         On {
-            client,
+            client: &link.client,
+            asking: link.asking,
             counters: &self.counters,
-            target,
+            target: Target { key, confirm },
         }
     }
 
@@ -57,7 +75,7 @@ impl Inner {
     /// cluster for at most the command timeout.
     pub async fn call<T, F, Fut>(&self, slot: u16, op: F) -> Result<T>
     where
-        F: FnMut(Client) -> Fut,
+        F: FnMut(Link) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         self.call_within(slot, self.config.command_timeout, op)
@@ -67,7 +85,7 @@ impl Inner {
     /// As [`call`](Self::call), within `budget`.
     pub async fn call_within<T, F, Fut>(&self, slot: u16, budget: Duration, op: F) -> Result<T>
     where
-        F: FnMut(Client) -> Fut,
+        F: FnMut(Link) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         // boxed: the routing loop holds the client's futures; behind a box the futures of
@@ -83,15 +101,22 @@ impl Inner {
     /// after it, never past `deadline`; `None` for no WAIT (the weaker mode, or a master
     /// that has no replica that could be promoted).
     pub fn confirm(&self, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
+        let replicas = self.cluster.router.routes().map.replicas_for(slot);
+        self.confirm_with(replicas, deadline)
+    }
+
+    /// How a write to a master that has `replicas` replicas that could be promoted (as
+    /// the slot map says; [`UNKNOWN`] for a node no view described) is confirmed: as
+    /// [`confirm`](Self::confirm).
+    pub fn confirm_with(&self, replicas: u32, deadline: Option<Instant>) -> Option<Confirm> {
         let (wanted, timeout) = match self.config.durability {
             Durability::MasterOnly => return None,
             Durability::Replicas { count, timeout } => (count, timeout),
             Durability::Replicated { timeout } => {
-                let n = self.cluster.router.routes().map.replicas_for(slot);
                 // a master only a redirect told of: at least one until the views say
-                let n = if n == UNKNOWN { 1 } else { n };
+                let n = if replicas == UNKNOWN { 1 } else { replicas };
                 if n == 0 {
-                    crate::observe::confirmed_alone(slot);
+                    crate::observe::confirmed_alone();
                     return None;
                 }
                 (n, timeout)

@@ -3,7 +3,8 @@
 //! Every command of a lock goes through [`Router::call`]: it is sent to the node that the
 //! slot map names, and
 //! - on `MOVED`, the map is corrected for that slot and the command sent again at once;
-//! - on `ASK`, the command is sent once to the target, after `ASKING`;
+//! - on `ASK`, the command is sent once to the target, with `ASKING` right before it (the
+//!   operation is told so, and puts it in its own pipeline: see [`Link`]);
 //! - on a timeout, a connection error, `CLUSTERDOWN`, `TRYAGAIN` or `READONLY` (a master
 //!   demoted under us), the node is suspected: the topology watch is asked to look again
 //!   at once, and the command is sent again when the map changes or after a short pause;
@@ -33,6 +34,19 @@ use crate::error::{redis_retryable as retryable, Error, Result};
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
 /// Pause before sending again after an error that the map does not explain.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The connection a command is sent on, and what the router knew of its node then.
+#[derive(Clone)]
+pub(crate) struct Link {
+    /// The connection to the node.
+    pub client: Client,
+    /// The node is the target of an `ASK` redirect: `ASKING` must come right before the
+    /// command (in the same pipeline: Redis clears the flag after the next command).
+    pub asking: bool,
+    /// The node's replicas that could be promoted, as the slot map in force said when
+    /// the command was sent ([`topology::UNKNOWN`] for a node no view described).
+    pub replicas: u32,
+}
 
 /// The slot map with the connections of the masters it names.
 pub(crate) struct Routes {
@@ -242,10 +256,11 @@ impl Router {
     }
 
     /// Sends a command to the node that serves `slot`, following the cluster for at most
-    /// `budget` (see the module docs). `op` sends the command on the connection given.
+    /// `budget` (see the module docs). `op` sends the command on the link given (each
+    /// sending gets its own: the node, and so its replicas, may differ).
     pub async fn call<T, F, Fut>(&self, slot: u16, budget: Duration, mut op: F) -> Result<T>
     where
-        F: FnMut(Client) -> Fut,
+        F: FnMut(Link) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
         let deadline = Instant::now() + budget;
@@ -263,14 +278,16 @@ impl Router {
                     .node_for(slot)
                     .ok_or_else(|| Error::Protocol("no node in the slot map".into()))?,
             };
-            let client = node.client(slot).clone();
-            let send = async {
-                if asking.is_some() {
-                    let cmd = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
-                    let _: Value = client.custom(cmd, Vec::<Value>::new()).await?;
-                }
-                op(client.clone()).await
+            let map = &self.routes().map;
+            let link = Link {
+                client: node.client(slot).clone(),
+                asking: asking.is_some(),
+                replicas: match &asking {
+                    Some(n) => map.replicas_of(&n.addr),
+                    None => map.replicas_for(slot),
+                },
             };
+            let send = op(link);
             let outcome = tokio::select! {
                 r = send => Some(r),
                 moved = self.rerouted(slot, &node, &mut version, deadline) => {

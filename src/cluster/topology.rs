@@ -131,6 +131,16 @@ impl SlotMap {
             .unwrap_or(UNKNOWN)
     }
 
+    /// The replicas that could be promoted of the master at `addr` (see the field), or
+    /// [`UNKNOWN`] for a node that serves no slot in this map.
+    pub fn replicas_of(&self, addr: &str) -> u32 {
+        self.masters
+            .iter()
+            .position(|m| m == addr)
+            .and_then(|i| self.replicas.get(i).copied())
+            .unwrap_or(UNKNOWN)
+    }
+
     /// The node that serves `slot`, if any.
     #[cfg(test)]
     pub fn owner(&self, slot: u16) -> Option<&Addr> {

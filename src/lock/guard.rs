@@ -447,7 +447,7 @@ impl UpgradableReadGuard {
         let write =
             acquire::wait_hold(&self.0.hold.raw, self.0.hold.owner.clone(), ask, None).await?;
         Ok(WriteGuard(Grant::new(
-            self.0.hold.upgraded(write).await?,
+            self.0.hold.upgraded(write)?,
             self.0.lock.clone(),
         )))
     }
@@ -491,7 +491,7 @@ impl UpgradableReadGuard {
         // (an error other than the timeout drops the guard: its hold is released)
         match acquire::wait_hold(&raw, self.0.hold.owner.clone(), ask, Some(timeout)).await {
             Ok(write) => Ok(Ok(WriteGuard(Grant::new(
-                self.0.hold.upgraded(write).await?,
+                self.0.hold.upgraded(write)?,
                 self.0.lock.clone(),
             )))),
             Err(Error::Timeout(_)) => {
@@ -532,7 +532,7 @@ impl UpgradableReadGuard {
         }
         match outcome? {
             Some(write) => Ok(Ok(WriteGuard(Grant::new(
-                self.0.hold.upgraded(write).await?,
+                self.0.hold.upgraded(write)?,
                 self.0.lock.clone(),
             )))),
             None => Ok(Err(self)),

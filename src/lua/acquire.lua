@@ -79,6 +79,8 @@ if ARGV[5] == '1' then
     deadline_set(rw)
   end
 end
+-- refused: this call freed nothing, unless its prune did
+quiet = not pruned
 finish()
 -- finish() may have handed the free lock to this very writer (it was first in line)
 if mode == 'w' and writer == owner then

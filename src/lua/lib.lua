@@ -62,17 +62,30 @@ else
   qh, qt, rw = tonumber(h), tonumber(q), tonumber(r)
 end
 local writer = S[2] or nil
--- the upgradable holder, and the write hold it waits for (pending: nil when none)
-local upgrader, pending, pending_lease = nil, nil, nil
+-- the upgradable holder, and the write hold it waits for (pending: nil when none), with
+-- the upgradable hold it is to replace (pending_from; nil in a value written before
+-- it was recorded: then its first upgradable hold)
+local upgrader, pending, pending_lease, pending_from = nil, nil, nil, nil
 if S[3] then
-  local o, id, l = string.match(S[3], '^(%S+) (%d+) (%d+)$')
+  local o, id, l, from = string.match(S[3], '^(%S+) (%d+) (%d+) (%d+)$')
+  if o == nil then
+    o, id, l = string.match(S[3], '^(%S+) (%d+) (%d+)$')
+  end
   if o == nil then
     o = string.match(S[3], '^(%S+)$')
     if o == nil then return {-4, 'u'} end
   end
-  upgrader, pending, pending_lease = o, id, tonumber(l)
+  upgrader, pending, pending_lease, pending_from = o, id, tonumber(l), from
 end
 local before_s, before_writer, before_u, before_du = S[1], writer, S[3] or nil, du
+
+-- Set by a call that frees nothing itself (a refused attempt, a renewal): it then wakes
+-- no reader, unless its prune removed expired entries. A waiting reader's own refused
+-- attempt would otherwise wake it (and every other waiting reader) at once, and clear
+-- the mark that makes the holder's release wake them.
+local quiet = false
+-- the expired entries were looked for in this call (see prune)
+local pruned = false
 
 -- fields read so far (false: absent), and the writes not sent yet (false: delete)
 local cache, W = {}, {}
@@ -159,6 +172,7 @@ end
 -- bound, not per call. Returns nil, or the field that is malformed.
 local function prune()
   if dl == nil or now < dl then return nil end
+  pruned = true
   local raw = redis.call('HGETALL', key)
   local gone = {}
   local was_upgrader = upgrader
@@ -310,12 +324,15 @@ local function finish()
     local e = owner_entry(upgrader)
     if e then
       for i, h in ipairs(e.holds) do
-        if h[1] == 'u' then
+        -- the upgradable hold that asked (an owner may hold several)
+        if h[1] == 'u' and (pending_from == nil or h[2] == pending_from) then
           table.remove(e.holds, i)
           local o, id = upgrader, pending
           -- still the upgrader if it holds another upgradable hold
           if not has_upgradable(e) then upgrader = nil end
-          local f = grant(o, e, 'w', id, pending_lease)
+          -- the write hold lasts no longer than the upgradable hold it replaces: an
+          -- upgrader that died while pending leaves no fresh lease behind
+          local f = grant(o, e, 'w', id, math.max(1, math.min(pending_lease, h[4] - now)))
           msg = 'g ' .. o .. ' ' .. id .. ' ' .. f
           break
         end
@@ -327,9 +344,12 @@ local function finish()
     local o, q = head()
     if o ~= nil and held == 0 then
       dequeue(o, q)
-      local f = grant(o, nil, 'w', q.id, q.lease)
+      -- the hold lasts until the queue entry would have lapsed, not a lease from now: a
+      -- writer that died or gave up while queued blocks the lock no longer than its
+      -- entry would have (the live one renews it when it takes it)
+      local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))
       msg = 'g ' .. o .. ' ' .. q.id .. ' ' .. f
-    elseif o == nil and rw ~= nil and pending == nil then
+    elseif o == nil and rw ~= nil and pending == nil and not quiet then
       if rw <= now then
         rw = nil
       else
@@ -364,7 +384,10 @@ local function finish()
       if writer == nil then dels[#dels + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = writer end
     end
     local u = upgrader
-    if u ~= nil and pending ~= nil then u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease) end
+    if u ~= nil and pending ~= nil then
+      u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease)
+      if pending_from ~= nil then u = u .. ' ' .. pending_from end
+    end
     if u ~= before_u then
       if u == nil then dels[#dels + 1] = 'u' else set[#set + 1] = 'u'; set[#set + 1] = u end
     end

@@ -60,5 +60,7 @@ if #fields > 0 then
     end
   end
 end
+-- a renewal frees nothing, unless its prune did
+quiet = not pruned
 finish()
 return {1, out}

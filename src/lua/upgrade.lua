@@ -44,6 +44,6 @@ if held == 1 and (writer == nil or writer == owner) then
   finish()
   return {1, f}
 end
-if ARGV[5] == '1' then pending, pending_lease = wid, lease end
+if ARGV[5] == '1' then pending, pending_lease, pending_from = wid, lease, uid end
 finish()
 return {0, wait_ms(lease)}

@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `s` | `3 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `3` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any hold (expired holds are looked for only once it has passed); an upper bound of the latest (the key's TTL is a minute past it); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
-//! | `u` | `<owner>` or `<owner> <hold id> <lease-ms>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds |
+//! | `u` | `<owner>` or `<owner> <hold id> <lease-ms> <from id>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds, and the upgradable hold that write hold replaces (no later than that hold's own deadline) |
 //!
 //! Entries:
 //!
@@ -70,9 +70,13 @@
 //! - A write attempt that fails queues the writer (first come, first served); the queue
 //!   entry lives for one lease and is refreshed by each attempt. When the lock becomes
 //!   free, the script that freed it grants it to the first queued writer at once (a
-//!   hand-off): the waiter learns it from the release message. By default it then renews
-//!   the hold with a `WAIT` before it believes it (a message alone proves nothing: it
-//!   may come from a master that lost the slot); in the weaker mode it needs no call.
+//!   hand-off), with the deadline its queue entry had (a writer that died while queued
+//!   blocks the lock no longer than its entry would have): the waiter learns it from
+//!   the release message, which only wakes it. Its next attempt, under the same hold
+//!   id, finds the hold and is a grant like any other, in every mode: the fence from
+//!   the server, the lease counted from that attempt's send time, confirmed by the
+//!   replicas (a message alone proves nothing: it may come from a master that lost the
+//!   slot).
 //! - Fence = max(last fence + 1, server time in µs): strictly increasing while the hash
 //!   or its tombstone exists, and after that as long as the masters' clocks are less than
 //!   `FENCE_MEMORY` (a minute) apart. A call sent again that finds the hold its first
@@ -214,8 +218,36 @@ pub(crate) struct Target<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct On<'a> {
     pub client: &'a Client,
+    /// The node is the target of an `ASK`: `ASKING` goes right before the script, in
+    /// the same pipeline.
+    pub asking: bool,
     pub counters: &'a Counters,
     pub target: Target<'a>,
+}
+
+/// What a script call brought back: its reply, and whether its writes were confirmed
+/// when confirmation was asked for (`unconfirmed`: replicas wanted and those that
+/// acknowledged). Each call decides what an unconfirmed reply means: a grant that does
+/// not count, a refusal that does not matter.
+pub(crate) struct Ran {
+    pub value: Value,
+    pub unconfirmed: Option<(u32, u32)>,
+}
+
+impl Ran {
+    /// The reply, when its writes were confirmed (or none was asked for); else
+    /// [`Error::NotReplicated`].
+    fn confirmed(self, key: &str) -> Result<Value> {
+        match self.unconfirmed {
+            None => Ok(self.value),
+            Some((wanted, acked)) => Err(not_replicated(key, wanted, acked)),
+        }
+    }
+}
+
+fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
+    crate::observe::not_replicated(key, wanted, acked);
+    Error::NotReplicated { wanted, acked }
 }
 
 /// `WAIT wanted timeout_ms` after a script, in the same round trip on the same
@@ -241,39 +273,59 @@ fn client_id() -> CustomCommand {
     CustomCommand::new_static("CLIENT", ClusterHash::Random, false)
 }
 
-/// Sends `CLIENT ID`, the `EVALSHA` calls (`calls`: their arguments), `WAIT`, `CLIENT ID`
-/// in one pipeline and returns the calls' replies with the number of replicas that
-/// acknowledged: 0 unless both ids are the same. WAIT counts the writes of ITS
-/// connection: one resent on a new connection (fred resends a command whose connection
-/// dropped) would count none and return at once, so a reply that did not come from the
-/// connection that ran the calls confirms nothing.
-async fn confirmed(
+/// The replies of a pipeline of script calls, and the replicas that acknowledged them
+/// (`None`: no WAIT was asked for, or the pipeline failed as a whole).
+struct Batch {
+    replies: Vec<std::result::Result<Value, fred::error::Error>>,
+    acked: Option<u32>,
+}
+
+/// Sends the `EVALSHA` calls (`calls`: their arguments) in one pipeline: after `ASKING`
+/// when `asking` (for one call: the flag lasts one command); with `confirm`, between
+/// `CLIENT ID` and `WAIT`, `CLIENT ID`. The replicas that acknowledged count only if
+/// both ids are the same: WAIT counts the writes of ITS connection, and one resent on a
+/// new connection (the client resends a command whose connection dropped) would count
+/// none and return at once, so a reply that did not come from the connection that ran
+/// the calls confirms nothing. A pipeline that fails as a whole gives its error as every
+/// call's reply.
+async fn send_batch(
     client: &Client,
     counters: &Counters,
-    confirm: Confirm,
+    asking: bool,
+    confirm: Option<Confirm>,
     calls: Vec<Vec<Value>>,
-) -> (Vec<std::result::Result<Value, fred::error::Error>>, u32) {
-    let expected = calls.len() + 3;
+) -> Batch {
+    let count = calls.len();
     let pipeline = client.pipeline();
-    let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+    let mut before = 0;
+    if confirm.is_some() {
+        let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+        before += 1;
+    }
+    if asking {
+        let cmd = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
+        let _: std::result::Result<(), _> = pipeline.custom(cmd, Vec::<Value>::new()).await;
+        before += 1;
+    }
     queue_evalsha(&pipeline, calls).await;
-    let wait = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
-    let args: Vec<Value> = vec![
-        i64::from(confirm.wanted).into(),
-        i64::try_from(confirm.timeout_ms.max(1))
-            .unwrap_or(i64::MAX)
-            .into(),
-    ];
-    let _: std::result::Result<(), _> = pipeline.custom(wait, args).await;
-    let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+    let after = if let Some(c) = confirm {
+        let wait = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
+        let args: Vec<Value> = vec![
+            i64::from(c.wanted).into(),
+            i64::try_from(c.timeout_ms.max(1))
+                .unwrap_or(i64::MAX)
+                .into(),
+        ];
+        let _: std::result::Result<(), _> = pipeline.custom(wait, args).await;
+        let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
+        2
+    } else {
+        0
+    };
     counters.round_trips.fetch_add(1, Ordering::Relaxed);
     let mut replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
-    let int = |r: Option<&std::result::Result<Value, fred::error::Error>>| match r {
-        Some(Ok(Value::Integer(i))) => Some(*i),
-        _ => None,
-    };
     let n = replies.len();
-    if n != expected {
+    if n != before + count + after {
         // the pipeline as a whole failed (a connection lost): its error, as each reply
         let e = replies
             .into_iter()
@@ -281,14 +333,24 @@ async fn confirmed(
             .unwrap_or_else(|| {
                 fred::error::Error::new(fred::error::ErrorKind::IO, "a pipeline lost replies")
             });
-        return ((0..expected - 3).map(|_| Err(e.clone())).collect(), 0);
+        return Batch {
+            replies: (0..count).map(|_| Err(e.clone())).collect(),
+            acked: None,
+        };
     }
-    let acked = match (int(replies.first()), int(replies.get(n - 1))) {
-        (Some(a), Some(b)) if a == b => int(replies.get(n - 2)).unwrap_or(0),
-        _ => 0,
+    let int = |r: Option<&std::result::Result<Value, fred::error::Error>>| match r {
+        Some(Ok(Value::Integer(i))) => Some(*i),
+        _ => None,
     };
-    let inner = replies.drain(1..n - 2).collect();
-    (inner, u32::try_from(acked.max(0)).unwrap_or(u32::MAX))
+    let acked = confirm.map(|_| match (int(replies.first()), int(replies.get(n - 1))) {
+        (Some(a), Some(b)) if a == b => {
+            u32::try_from(int(replies.get(n - 2)).unwrap_or(0).max(0)).unwrap_or(u32::MAX)
+        }
+        _ => 0,
+    });
+    replies.truncate(n - after);
+    replies.drain(..before);
+    Batch { replies, acked }
 }
 
 impl Scripts {
@@ -336,9 +398,10 @@ impl Scripts {
         Ok(())
     }
 
-    /// EVALSHA, loading the script again on NOSCRIPT; with `t.confirm`, in one round trip
-    /// with the WAIT that confirms it ([`Error::NotReplicated`] when too few replicas
-    /// acknowledged: what the script did stays on the master, for the caller to undo).
+    /// EVALSHA, loading the script again on NOSCRIPT; with `ASKING` before it when the
+    /// node is the target of an `ASK`; with `t.confirm`, in one round trip with the WAIT
+    /// that confirms it (what the script did stays on the master when too few replicas
+    /// acknowledged: see [`Ran`]).
     ///
     /// Boxed: the client's futures are deep types, and every acquire, renewal and release
     /// future holds one; behind a box they add one pointer to the futures above, not their
@@ -349,65 +412,51 @@ impl Scripts {
         on: On<'a>,
         script: &'a Script,
         args: Vec<String>,
-    ) -> futures_util::future::BoxFuture<'a, Result<Value>> {
+    ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
             let (client, counters, t) = (on.client, on.counters, &on.target);
-            match t.confirm {
-                None => {
-                    self.run_unconfirmed(client, counters, script, t, args)
-                        .await
-                }
-                Some(c) => {
-                    self.run_confirmed(client, counters, script, t, args, c)
-                        .await
+            if t.confirm.is_none() && !on.asking {
+                let value = self.run_plain(client, counters, script, t, args).await?;
+                return Ok(Ran {
+                    value,
+                    unconfirmed: None,
+                });
+            }
+            let mut call: Vec<Value> =
+                vec![script.sha1().to_string().into(), "1".into(), t.key.into()];
+            call.extend(args.into_iter().map(Value::from));
+            for first in [true, false] {
+                let mut batch =
+                    send_batch(client, counters, on.asking, t.confirm, vec![call.clone()]).await;
+                let reply = match batch.replies.pop() {
+                    Some(r) => r,
+                    None => return Err(Error::Protocol("a script call: missing reply".into())),
+                };
+                match reply {
+                    Err(e) if first && e.details().starts_with("NOSCRIPT") => {
+                        counters.reloads.fetch_add(1, Ordering::Relaxed);
+                        crate::observe::script_reloaded();
+                        counters.round_trips.fetch_add(1, Ordering::Relaxed);
+                        script.load(client).await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                    Ok(value) => {
+                        let acked = batch.acked.unwrap_or(0);
+                        let unconfirmed = t
+                            .confirm
+                            .filter(|c| acked < c.wanted)
+                            .map(|c| (c.wanted, acked));
+                        return Ok(Ran { value, unconfirmed });
+                    }
                 }
             }
+            Err(Error::Protocol("NOSCRIPT after loading the script".into()))
         })
     }
 
-    async fn run_confirmed(
-        &self,
-        client: &Client,
-        counters: &Counters,
-        script: &Script,
-        t: &Target<'_>,
-        args: Vec<String>,
-        confirm: Confirm,
-    ) -> Result<Value> {
-        let mut call: Vec<Value> = vec![script.sha1().to_string().into(), "1".into(), t.key.into()];
-        call.extend(args.into_iter().map(Value::from));
-        for first in [true, false] {
-            let (mut replies, acked) =
-                confirmed(client, counters, confirm, vec![call.clone()]).await;
-            let reply = match replies.pop() {
-                Some(r) => r,
-                None => return Err(Error::Protocol("a confirmed call: missing reply".into())),
-            };
-            match reply {
-                Err(e) if first && e.details().starts_with("NOSCRIPT") => {
-                    counters.reloads.fetch_add(1, Ordering::Relaxed);
-                    crate::observe::script_reloaded();
-                    counters.round_trips.fetch_add(1, Ordering::Relaxed);
-                    script.load(client).await?;
-                }
-                Err(e) => return Err(e.into()),
-                Ok(v) => {
-                    if acked < confirm.wanted {
-                        crate::observe::not_replicated(t.key, confirm.wanted, acked);
-                        return Err(Error::NotReplicated {
-                            wanted: confirm.wanted,
-                            acked,
-                        });
-                    }
-                    return Ok(v);
-                }
-            }
-        }
-        Err(Error::Protocol("NOSCRIPT after loading the script".into()))
-    }
-
-    /// EVALSHA, loading the script again on NOSCRIPT.
-    async fn run_unconfirmed(
+    /// EVALSHA alone (no confirmation, no `ASKING`), loading the script again on
+    /// NOSCRIPT.
+    async fn run_plain(
         &self,
         client: &Client,
         counters: &Counters,
@@ -451,15 +500,22 @@ impl Scripts {
             lease_ms.to_string(),
             intent.arg().to_string(),
         ];
-        let reply = self.run(on, &self.acquire, args).await?;
-        let parts = status(on.target.key, reply)?;
-        attempt("acquire", &parts, (-1, Attempt::UpgradeDeadlock))
+        let ran = self.run(on, &self.acquire, args).await?;
+        granted_only_if_confirmed(
+            on.target.key,
+            ran,
+            "acquire",
+            (-1, Attempt::UpgradeDeadlock),
+        )
     }
 
     /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
     pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<bool> {
         let args = vec![owner.to_string(), hold.to_string()];
-        let parts = status(on.target.key, self.run(on, &self.release, args).await?)?;
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.release, args).await?.value,
+        )?;
         Ok(code(&parts)? == 1)
     }
 
@@ -481,7 +537,10 @@ impl Scripts {
             lease_ms.to_string(),
             mode.arg().to_string(),
         ];
-        let parts = status(on.target.key, self.run(on, &self.downgrade, args).await?)?;
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.downgrade, args).await?.value,
+        )?;
         match code(&parts)? {
             1 => Ok(Some(number(parts.get(1))?)),
             _ => Ok(None),
@@ -507,8 +566,8 @@ impl Scripts {
             lease_ms.to_string(),
             if wait { "1" } else { "0" }.to_string(),
         ];
-        let parts = status(on.target.key, self.run(on, &self.upgrade, args).await?)?;
-        attempt("upgrade", &parts, (2, Attempt::Gone))
+        let ran = self.run(on, &self.upgrade, args).await?;
+        granted_only_if_confirmed(on.target.key, ran, "upgrade", (2, Attempt::Gone))
     }
 
     /// Renews the named holds of each owner (and no other hold: see `lua/renew.lua`);
@@ -521,7 +580,8 @@ impl Scripts {
     ) -> Result<Vec<Vec<u64>>> {
         let mut args = vec![lease_ms.to_string()];
         args.extend(owners.iter().map(|(o, ids)| renew_arg(o, ids)));
-        parse_renew(on.target.key, self.run(on, &self.renew, args).await?)
+        let ran = self.run(on, &self.renew, args).await?;
+        parse_renew(on.target.key, ran.confirmed(on.target.key)?)
     }
 
     /// Leaves the writer queue and gives back hold `hold` if it was handed over.
@@ -534,7 +594,10 @@ impl Scripts {
     ) -> Result<()> {
         let mut args = vec![owner.to_string(), hold.to_string()];
         args.extend(upgrading_from.map(|from| from.to_string()));
-        status(on.target.key, self.run(on, &self.withdraw, args).await?)?;
+        status(
+            on.target.key,
+            self.run(on, &self.withdraw, args).await?.value,
+        )?;
         Ok(())
     }
 
@@ -548,7 +611,7 @@ impl Scripts {
         let args = vec![only.unwrap_or_default().to_string()];
         let parts = status(
             on.target.key,
-            self.run(on, &self.force_release, args).await?,
+            self.run(on, &self.force_release, args).await?.value,
         )?;
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!(
@@ -574,7 +637,10 @@ impl Scripts {
 
     /// The fence, the holders and the queued writers.
     pub async fn state(&self, on: On<'_>) -> Result<RawState> {
-        let parts = status(on.target.key, self.run(on, &self.state, Vec::new()).await?)?;
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.state, Vec::new()).await?.value,
+        )?;
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
         }
@@ -608,6 +674,23 @@ impl Scripts {
             holders,
             queued,
         })
+    }
+}
+
+/// An attempt's outcome from its reply: a grant counts only when its writes were
+/// confirmed ([`Error::NotReplicated`] otherwise: what the script did stays on the
+/// master, for the caller to undo); a refusal counts either way (a writer's place in the
+/// queue that a replica misses costs it only its place, after a failover).
+fn granted_only_if_confirmed(
+    key: &str,
+    ran: Ran,
+    script: &str,
+    other: (i64, Attempt),
+) -> Result<Attempt> {
+    let outcome = attempt(script, &status(key, ran.value)?, other)?;
+    match (outcome, ran.unconfirmed) {
+        (Attempt::Granted { .. }, Some((wanted, acked))) => Err(not_replicated(key, wanted, acked)),
+        _ => Ok(outcome),
     }
 }
 
@@ -658,30 +741,25 @@ impl Scripts {
                 args
             })
             .collect();
-        let (replies, unconfirmed) = match confirm {
-            None => {
-                let pipeline = client.pipeline();
-                queue_evalsha(&pipeline, calls).await;
-                counters.round_trips.fetch_add(1, Ordering::Relaxed);
-                (pipeline.try_all::<Value>().await, None)
-            }
-            Some(c) => {
-                let (replies, acked) = confirmed(client, counters, c, calls).await;
-                (replies, (acked < c.wanted).then_some((c.wanted, acked)))
-            }
-        };
+        let batch = send_batch(client, counters, false, confirm, calls).await;
+        let acked = batch.acked.unwrap_or(0);
+        let unconfirmed = confirm
+            .filter(|c| acked < c.wanted)
+            .map(|c| (c.wanted, acked));
         if let Some((wanted, acked)) = unconfirmed {
             crate::observe::not_replicated("(renewal)", wanted, acked);
-            return items
-                .iter()
-                .map(|_| Err(Error::NotReplicated { wanted, acked }))
-                .collect();
         }
+        // a call that failed (its connection lost, a redirect, NOSCRIPT) is its own error,
+        // for the caller to send again on its own, routed afresh; one that ran counts
+        // only if confirmed
         items
             .iter()
             .enumerate()
-            .map(|(i, item)| match replies.get(i) {
-                Some(Ok(v)) => parse_renew(&item.key, v.clone()),
+            .map(|(i, item)| match batch.replies.get(i) {
+                Some(Ok(v)) => match unconfirmed {
+                    Some((wanted, acked)) => Err(Error::NotReplicated { wanted, acked }),
+                    None => parse_renew(&item.key, v.clone()),
+                },
                 Some(Err(e)) => Err(Error::Redis(e.clone())),
                 None => Err(Error::Protocol("renew: missing reply".into())),
             })
