@@ -11,7 +11,9 @@ use super::{admin, blocking, on_runtime, TestCluster, TestkitError};
 
 impl TestCluster {
     /// Moves `slot`, with its keys, to the master `to` (CLUSTER SETSLOT IMPORTING /
-    /// MIGRATING, MIGRATE, SETSLOT NODE), as a resharding would.
+    /// MIGRATING, MIGRATE, SETSLOT NODE), as a resharding would: a
+    /// [`start_migration`](Self::start_migration) and its
+    /// [`finish_migration`](Self::finish_migration) at once.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
@@ -19,57 +21,11 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn move_slot(&self, slot: u16, to: usize) -> Result<(), TestkitError> {
-        let from = self.master_for_slot(slot).await?;
-        let to = self.node(to)?.info.clone();
-        if from.port == to.port {
+        if self.master_for_slot(slot).await?.port == self.node(to)?.info.port {
             return Ok(());
         }
-        let id = |port: u16| async move { admin::text(port, "CLUSTER", &["MYID"]).await };
-        let (from_id, to_id) = (id(from.port).await?, id(to.port).await?);
-        let s = slot.to_string();
-        admin::text(to.port, "CLUSTER", &["SETSLOT", &s, "IMPORTING", &from_id]).await?;
-        admin::text(from.port, "CLUSTER", &["SETSLOT", &s, "MIGRATING", &to_id]).await?;
-        loop {
-            let keys = admin::call(
-                from.port,
-                "CLUSTER",
-                vec!["GETKEYSINSLOT".into(), s.clone(), "100".into()],
-            )
-            .await?;
-            let keys: Vec<String> = match keys {
-                fred::prelude::Value::Array(k) => {
-                    k.into_iter().filter_map(|k| k.into_string()).collect()
-                }
-                _ => Vec::new(),
-            };
-            if keys.is_empty() {
-                break;
-            }
-            // with tls-cluster, a node MIGRATEs over TLS: to the TLS port
-            let mut args = vec![
-                "127.0.0.1".to_string(),
-                to.tls_port.unwrap_or(to.port).to_string(),
-                String::new(),
-                "0".into(),
-                "5000".into(),
-                "KEYS".into(),
-            ];
-            args.extend(keys);
-            admin::call(from.port, "MIGRATE", args).await?;
-        }
-        for node in &self.nodes {
-            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
-                continue;
-            }
-            let lines = admin::cluster_nodes(node.info.port).await?;
-            if lines
-                .iter()
-                .any(|l| l.flags.contains("myself") && l.is_master())
-            {
-                admin::text(node.info.port, "CLUSTER", &["SETSLOT", &s, "NODE", &to_id]).await?;
-            }
-        }
-        Ok(())
+        let migration = self.start_migration(slot, to).await?;
+        self.finish_migration(&migration).await
     }
 
     /// Kills node `index` at once (SIGKILL; the container stays, stopped).

@@ -38,7 +38,11 @@
 //! [`kill`](TestCluster::kill), [`pause`](TestCluster::pause) /
 //! [`unpause`](TestCluster::unpause), [`restart`](TestCluster::restart),
 //! [`move_slot`](TestCluster::move_slot) and [`failover`](TestCluster::failover) (a manual
-//! `CLUSTER FAILOVER`, nothing lost); with iptables on `lo` (root only):
+//! `CLUSTER FAILOVER`, nothing lost), a slot migration left half done
+//! ([`start_migration`](TestCluster::start_migration), then
+//! [`migrate_keys`](TestCluster::migrate_keys) for some of its keys, and
+//! [`finish_migration`](TestCluster::finish_migration) or
+//! [`roll_back_migration`](TestCluster::roll_back_migration)); with iptables on `lo` (root only):
 //! [`partition`](TestCluster::partition) (cut off from everyone) and
 //! [`isolate`](TestCluster::isolate) (from the other nodes only, while its clients still
 //! reach it: the split-brain side), both undone by [`heal`](TestCluster::heal) and listed by
@@ -84,6 +88,7 @@ mod faults; // kill, pause, restart, move_slot, logs
 mod form; // start, shared, external clusters, forming the cluster
 mod isolate; // a node cut off from the other nodes only (iptables)
 mod launch; // starting the six nodes
+mod migration; // slot migrations: started, keys moved, finished or rolled back
 mod native; // node processes of the native backend
 mod node; // NodeInfo, what runs a node, its logs, its removal
 mod partition; // partition, heal (iptables)
@@ -99,6 +104,7 @@ mod shim; // the Docker API shim for old engines
 mod skew; // skewable clocks (libfaketime), StartOptions
 
 pub use error::{Backend, TestkitError};
+pub use migration::Migration;
 pub use node::NodeInfo;
 pub use secure::TlsFiles;
 pub use server::{Server, VALKEY_IMAGE};
