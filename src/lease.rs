@@ -416,6 +416,33 @@ mod tests {
         assert!(from.is_lost());
     }
 
+    #[test]
+    fn a_hold_is_lost_at_its_belief_deadline_with_no_timer_running() {
+        // no runtime, no expiry task: the deadline itself says it
+        let state = HoldState::new(Instant::now() + Duration::from_millis(30));
+        assert!(!state.is_lost());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(state.is_lost());
+        // a renewal confirmed later moves it on; one that would move it back does not
+        let state = HoldState::new(Instant::now() + Duration::from_millis(30));
+        state.extend(Instant::now() + Duration::from_secs(60));
+        state.extend(Instant::now());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!state.is_lost());
+        state.mark_lost();
+        assert!(state.is_lost());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn lost_resolves_at_the_belief_deadline_even_if_nothing_marks_it() {
+        let state = HoldState::new(Instant::now() + Duration::from_millis(50));
+        let began = Instant::now();
+        tokio::time::timeout(Duration::from_secs(2), state.lost())
+            .await
+            .expect("lost() resolves by itself");
+        assert!(began.elapsed() >= Duration::from_millis(45));
+    }
+
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);

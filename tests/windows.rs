@@ -373,9 +373,14 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
     let at = |ms: u64| tokio::time::sleep_until((t0 + Duration::from_millis(ms)).into());
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let writer = |who: &'static str| {
-        let (lock, order) = (client.rwlock("fifo").unwrap(), order.clone());
+        // owners of their own: one owner has one place in the queue
+        let (lock, order) = (
+            client.rwlock("fifo").unwrap().with_owner(who),
+            order.clone(),
+        );
         async move {
             let g = lock.write_timeout(Duration::from_secs(20)).await;
+            eprintln!("fifo: {who} {:?}", g.as_ref().map(|g| g.fence()));
             order.lock().unwrap().push(who);
             if let Ok(g) = g {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -394,8 +399,10 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
         .cut_replication(master.index)
         .await
         .expect("cut_replication (needs iptables and root)");
+    eprintln!("fifo: cut at {:?}", t0.elapsed());
     at(2_900).await;
     cluster.restore_replication(master.index).await.unwrap();
+    eprintln!("fifo: restored at {:?}", t0.elapsed());
     at(3_800).await;
     holder.release().await.unwrap();
     first.await.unwrap();

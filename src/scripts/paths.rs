@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 
-use super::{Attempt, Counters, Intent, On, Scripts, Target};
+use super::{Attempt, Confirm, Counters, Intent, On, RenewItem, Scripts, Target};
+use crate::error::Error;
 use crate::mode::Mode;
 
 const LEASE_MS: u64 = 30_000;
@@ -62,6 +63,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let counters = Counters::default();
     let on = |key| On {
         client: &node,
+        asking: false,
         counters: &counters,
         target: Target { key, confirm: None },
     };
@@ -143,6 +145,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     let counters = Counters::default();
     let on = On {
         client: &node,
+        asking: false,
         counters: &counters,
         target: Target {
             key: &key,
@@ -210,4 +213,43 @@ fn clock_digits_are_masked() {
     );
     assert_eq!(clockless("w12:1764000000123456:1764000030123"), "w12:#:#");
     assert_eq!(clockless("owner-1"), "owner-1");
+}
+
+/// A renewal pipeline sent to a node that no longer serves the slot (a master demoted
+/// under the client: it answers `MOVED` to each script, and its `WAIT` fails) gives each
+/// item its own error, which the renewal sends again on its own, routed afresh; it is
+/// not taken for a renewal the replicas did not confirm (which is not sent again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirmed() {
+    let cluster = TestCluster::shared().await.expect("test cluster");
+    let key = format!(
+        "t-demoted-{}:{{d}}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let scripts = Scripts::new("spublish");
+    let slot = crate::slot::key_slot(key.as_bytes());
+    let master = cluster.master_for_slot(slot).await.unwrap();
+    let replica = cluster.replica_of(master.index).await.unwrap();
+    let node = Builder::from_config(Config::from_url(&replica.url).unwrap())
+        .build()
+        .unwrap();
+    node.init().await.unwrap();
+    scripts.load_all(&node).await.unwrap();
+    let counters = Counters::default();
+    let items = vec![RenewItem {
+        key: key.clone(),
+        owners: vec![("o".into(), vec![1])],
+    }];
+    let confirm = Some(Confirm {
+        wanted: 1,
+        timeout_ms: 100,
+    });
+    let out = scripts
+        .renew_pipeline(&node, &counters, LEASE_MS, &items, confirm)
+        .await;
+    assert_eq!(out.len(), 1);
+    match &out[0] {
+        Err(Error::Redis(e)) => assert!(e.is_moved(), "{e:?}"),
+        other => panic!("a refused renewal taken for {other:?}"),
+    }
 }
