@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::prelude::*;
 
@@ -90,6 +91,36 @@ pub struct ForceReleased {
     pub fence: Option<u64>,
 }
 
+/// Warns (with the `tracing` feature) when the master at `addr` may evict keys: a
+/// `maxmemory` with a policy other than `noeviction` may drop a lock's hash (every
+/// policy, `volatile-*` too: the hash has a TTL), and with it live holds and the last
+/// fence. Best effort: a node that does not answer `INFO memory` is not checked.
+async fn warn_if_evicting(addr: &str, client: &fred::prelude::Client, within: Duration) {
+    let info = tokio::time::timeout(
+        within,
+        client.info::<String>(Some(fred::types::InfoKind::Memory)),
+    )
+    .await;
+    if let Ok(Ok(text)) = info {
+        if let Some(policy) = evicting_policy(&text) {
+            crate::observe::evicting(addr, &policy);
+        }
+    }
+}
+
+/// The eviction policy named in an `INFO memory` reply when it may evict keys (a memory
+/// limit is set and the policy is not `noeviction`).
+fn evicting_policy(info: &str) -> Option<String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .map(str::to_string)
+    };
+    let limit: u64 = field("maxmemory")?.parse().ok()?;
+    let policy = field("maxmemory_policy")?;
+    (limit > 0 && policy != "noeviction").then_some(policy)
+}
+
 impl LockClient {
     /// Connects, loads the lock scripts on every master, and (unless notifications are
     /// off) opens the subscriber connection used to wake waiters.
@@ -135,6 +166,7 @@ impl LockClient {
                 .map_err(|_| {
                     Error::Unavailable(format!("{} did not load the scripts in time", node.addr))
                 })??;
+            warn_if_evicting(&node.addr, client, config.command_timeout).await;
         }
         // as a cluster client when the node said it is one (`config.topology` is settled
         // now), with the TLS built at connect (the system's roots are read once)
@@ -333,5 +365,21 @@ impl LockClient {
             }
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evicting_policy;
+
+    #[test]
+    fn a_memory_limit_with_an_evicting_policy_is_found() {
+        let info = "# Memory\r\nused_memory:1000\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\nmaxmemory_policy:volatile-lru\r\n";
+        assert_eq!(evicting_policy(info).as_deref(), Some("volatile-lru"));
+        let no_limit = "maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n";
+        assert_eq!(evicting_policy(no_limit), None);
+        let safe = "maxmemory:1000\r\nmaxmemory_policy:noeviction\r\n";
+        assert_eq!(evicting_policy(safe), None);
+        assert_eq!(evicting_policy("garbage"), None);
     }
 }

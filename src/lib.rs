@@ -109,8 +109,14 @@
 //!   renewal also runs at once when a slot moves). The margin
 //!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
 //!   clocks' steps and drift. Then [`lost`](Grant::lost) resolves, `is_lost()` is true and
-//!   `release()` returns [`Error::LockLost`]. A release sent again after a sending whose
-//!   reply never came returns `Ok` when it finds nothing: the first one released.
+//!   `release()` returns [`Error::LockLost`]; `is_lost()` and `lost()` read the deadline
+//!   itself, so they are on time even on a runtime too busy to run the timer. A release
+//!   sent again after a sending whose reply never came returns [`Error::LockLost`] when
+//!   it finds nothing: the first sending may have released the hold, or the hold was
+//!   already gone (removed by [`LockClient::force_release`]), and the two cannot be told
+//!   apart. A downgrade is not confirmed by the replicas (a replica that misses it keeps
+//!   the stronger hold), so the hold it makes is believed no longer than the hold it
+//!   came from, until its next confirmed renewal.
 //! - **Fencing.** Every grant carries a fence strictly greater than all fences granted
 //!   before for that name: the last fence + 1, or the server's time in microseconds when
 //!   higher. A free lock keeps its hash for a minute as a tombstone that remembers its
@@ -120,9 +126,15 @@
 //! - **Waiting without polling.** Waiters subscribe to the lock's shard channel (one
 //!   subscription per name per client) before they try, and sleep until a release that
 //!   concerns them, or until the earliest lease deadline that could free the lock. A
-//!   release that frees the lock hands it straight to the first queued writer, which
-//!   learns it from the message without another round trip. Subscriptions follow their
-//!   slot to its new master after failovers and slot moves.
+//!   release that frees the lock hands it straight to the first queued writer (with the
+//!   deadline its place in the queue had, so a writer that died while queued blocks the
+//!   lock no longer than its place would have). The message only wakes that writer: its
+//!   next attempt, under the same hold id, finds the hold on the node that serves the
+//!   slot now and is a grant like any other (fence from the server, lease from its own
+//!   send time, confirmed), in every durability mode. A message alone is never believed:
+//!   a master that lost its slot, frozen and thawed, may still publish one. Only a
+//!   release wakes waiting readers (a refused attempt or a renewal does not).
+//!   Subscriptions follow their slot to its new master after failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
 //! - **No call hangs.** `*_timeout` returns within its time, also while the slot's master
@@ -149,7 +161,29 @@
 //! - **WAIT is not consensus.** A confirmed grant is on the replicas, but a replica that
 //!   the cluster flagged as failing (so not waited for) and that is promoted later, by a
 //!   manual `CLUSTER FAILOVER TAKEOVER` for instance, may lack it. A master with no
-//!   replica that could be promoted confirms alone.
+//!   replica that could be promoted confirms alone (a just-promoted master, whose old
+//!   master is down): its grants are safe while it serves the slot, since nothing could
+//!   be promoted in its place without them, but nothing outside it proves that it still
+//!   serves the slot. Each sending of a call is confirmed by the replicas of the node it
+//!   goes to, as the client's slot map says at that moment; a master only a redirect
+//!   told of is asked for one replica until a view describes it.
+//! - **Slot moves.** A lock's hash moved by `MIGRATE` reaches the target's replicas
+//!   asynchronously; the client renews every hold at once when it sees a slot change
+//!   owner, with a `WAIT` on the target. Until that renewal is confirmed (one round
+//!   trip after the client learns of the move), a failover of the target could promote
+//!   a replica without the hash. While a slot is half migrated, calls follow `ASK` to
+//!   the importing node (with `ASKING` in the same pipeline as the script and its
+//!   `WAIT`).
+//! - **Eviction.** A master with a memory limit and a policy other than `noeviction`
+//!   may evict a lock's hash (every policy may: the hash has a TTL), and with it live
+//!   holds and the last fence. Run lock masters with `maxmemory-policy noeviction`; the
+//!   client warns at connect (with the `tracing` feature) when a master may evict.
+//! - **Fences and clocks.** A fence is above the last one the lock's hash (or its
+//!   tombstone, kept a minute after the lock is free) remembers. After a free minute the
+//!   next fence is the server's time in microseconds: a master whose clock stepped back
+//!   by more than that minute (plus the time the lock was held), or a hash evicted, may
+//!   give a fence below one granted before. Fences are below 2^53 (server microseconds
+//!   until the year 2255), so a Lua script at a resource compares them exactly.
 //! - **The weaker mode**, [`Durability::MasterOnly`]: a grant or renewal the replica did
 //!   not get is lost at failover while its holder goes on; a demoted master that wakes up
 //!   may grant fences above its successor's.

@@ -200,6 +200,18 @@ pub(crate) fn owners_changed() {
     tracing::warn!("slot owners changed (failover or slot move): routing follows");
 }
 
+/// The master `addr` may evict keys (`policy`): a lock's hash with them.
+pub(crate) fn evicting(addr: &str, policy: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        addr,
+        policy,
+        "this master may evict keys under memory pressure: a lock's hash with them (live holds and its last fence); run lock masters with maxmemory-policy noeviction"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (addr, policy);
+}
+
 /// A subscriber connection was made again; its channels are subscribed again.
 pub(crate) fn resubscribing(node: &str, channels: usize) {
     #[cfg(feature = "tracing")]
