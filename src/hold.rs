@@ -115,7 +115,7 @@ impl Hold {
         // followed through failovers for up to a lease: after that the hold is gone anyway
         let released = self
             .raw
-            .release(&self.owner, self.id, self.raw.release_budget())
+            .release(&self.owner, self.id, self.fence, self.raw.release_budget())
             .await;
         self.done = true;
         let released = released?;
@@ -180,7 +180,8 @@ impl Hold {
 /// lease at most.
 fn give_back(raw: RawLock, owner: Arc<str>, id: u64) {
     raw.inner.clone().runtime.spawn(async move {
-        let _ = raw.release(&owner, id, raw.release_budget()).await;
+        // (what it found does not matter: nobody is told)
+        let _ = raw.release(&owner, id, 0, raw.release_budget()).await;
     });
 }
 

@@ -111,10 +111,11 @@
 //!   clocks' steps and drift. Then [`lost`](Grant::lost) resolves, `is_lost()` is true and
 //!   `release()` returns [`Error::LockLost`]; `is_lost()` and `lost()` read the deadline
 //!   itself, so they are on time even on a runtime too busy to run the timer. A release
-//!   sent again after a sending whose reply never came returns [`Error::LockLost`] when
-//!   it finds nothing: the first sending may have released the hold, or the hold was
-//!   already gone (removed by [`LockClient::force_release`]), and the two cannot be told
-//!   apart. A downgrade is not confirmed by the replicas (a replica that misses it keeps
+//!   sent again after a sending whose reply never came, that finds nothing, returns `Ok`
+//!   only when the lock's last fence is still the hold's own: nothing was granted or
+//!   forced since, so the first sending released it. Otherwise the hold may have been
+//!   removed before (by [`LockClient::force_release`], which raises the fence), and it
+//!   returns [`Error::LockLost`]: never `Ok` when that is not known. A downgrade is not confirmed by the replicas (a replica that misses it keeps
 //!   the stronger hold), so the hold it makes is believed no longer than the hold it
 //!   came from, until its next confirmed renewal.
 //! - **Fencing.** Every grant carries a fence strictly greater than all fences granted

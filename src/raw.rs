@@ -19,10 +19,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cluster::router::Link;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{Attempt, Intent, RawState};
+use crate::scripts::{Attempt, Intent, RawState, Released};
 use crate::shared::{Confirmed, Inner};
 use crate::slot;
 
@@ -116,20 +116,50 @@ impl RawLock {
         .await
     }
 
-    /// Gives back hold `id` of `owner` (`lua/release.lua`), following the cluster for at
-    /// most `budget`: true when this call released it. False when it was not there, also
-    /// when an earlier sending of this call got no answer (a timeout, a connection lost)
-    /// and may have released it: then nothing tells that from a hold that was gone
-    /// before (expired, or removed by a forced release), and the caller is told it may
-    /// have lost the hold, never that all was well when that is not known.
-    pub async fn release(&self, owner: &str, id: u64, budget: Duration) -> Result<bool> {
+    /// Gives back hold `id` of `owner`, granted with `fence` (`lua/release.lua`),
+    /// following the cluster for at most `budget`: true when it was there. When a
+    /// sending found nothing after an earlier one that got no answer (a timeout, a
+    /// connection lost), the earlier one may have released it, or the hold was gone
+    /// before (removed by a forced release, or run out): true only if the lock's last
+    /// fence is still the hold's own, so that nothing was granted or forced since (a
+    /// forced release raises the fence). Otherwise false: the caller is told it may have
+    /// lost the hold, never that all was well when that is not known.
+    pub async fn release(
+        &self,
+        owner: &str,
+        id: u64,
+        fence: u64,
+        budget: Duration,
+    ) -> Result<bool> {
+        use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
-        inner
-            .call_within(self.slot, budget, |c| async move {
-                let on = inner.on(&c, key, Confirmed::No);
-                inner.scripts.release(on, owner, id).await
+        // a sending is "in flight" until its reply says whether the script ran
+        let (in_flight, unsure) = (AtomicBool::new(false), AtomicBool::new(false));
+        let found = inner
+            .call_within(self.slot, budget, |c| {
+                if in_flight.swap(true, Ordering::AcqRel) {
+                    unsure.store(true, Ordering::Release);
+                }
+                let in_flight = &in_flight;
+                async move {
+                    let on = inner.on(&c, key, Confirmed::No);
+                    let reply = inner.scripts.release(on, owner, id).await;
+                    // a redirect: the script did not run there
+                    let redirected =
+                        matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
+                    if reply.is_ok() || redirected {
+                        in_flight.store(false, Ordering::Release);
+                    }
+                    reply
+                }
             })
-            .await
+            .await?;
+        Ok(match found {
+            Released::Now => true,
+            Released::NotThere { last_fence } => {
+                unsure.load(Ordering::Acquire) && last_fence == Some(fence)
+            }
+        })
     }
 
     /// How long a release is followed through timeouts and failovers: a lease (a hold not

@@ -5,8 +5,11 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id
 -- Returns
---   {1}  released
---   {0}  no such hold (released before, or its lease had run out)
+--   {1}         released
+--   {0, fence}  no such hold (released before, or its lease had run out, or removed by
+--               force_release): the last fence granted ('' when none is remembered),
+--               which tells a client whose first sending got no answer whether anything
+--               was granted, or forced, since its own grant
 --   {-3, type}, {-4, field}: see lib
 local owner = ARGV[1]
 local bad = prune()
@@ -16,4 +19,4 @@ if mine == false then return {-4, 'o:' .. owner} end
 local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
 finish()
 if found then return {1} end
-return {0}
+return {0, opt(fence)}

@@ -183,6 +183,15 @@ pub(crate) enum Attempt {
     Gone,
 }
 
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The hold was there, and is given back.
+    Now,
+    /// The hold was not there; the last fence the lock remembers.
+    NotThere { last_fence: Option<u64> },
+}
+
 /// What an acquire attempt does when it is not granted at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Intent {
@@ -509,14 +518,24 @@ impl Scripts {
         )
     }
 
-    /// `Ok(true)` when the hold was released now, `Ok(false)` when it was not there.
-    pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<bool> {
+    /// Gives back hold `hold` of `owner`: whether it was there.
+    pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<Released> {
         let args = vec![owner.to_string(), hold.to_string()];
         let parts = status(
             on.target.key,
             self.run(on, &self.release, args).await?.value,
         )?;
-        Ok(code(&parts)? == 1)
+        if code(&parts)? == 1 {
+            return Ok(Released::Now);
+        }
+        let last_fence = match parts.get(1).map(text).transpose()? {
+            Some(s) if !s.is_empty() && s != "-" => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
+            _ => None,
+        };
+        Ok(Released::NotThere { last_fence })
     }
 
     /// Turns hold `from` (write, or upgradable) into hold `to` of mode `mode` (read, or
