@@ -410,3 +410,40 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
     assert_eq!(*order.lock().unwrap(), ["first", "second"]);
     client.close().await;
 }
+
+/// An upgrade whose grant the replica did not confirm is undone (the write hold turns
+/// back into the upgradable hold) before it is tried again, so that the next attempt
+/// finds its upgradable hold: once the replica is back, the upgrade is granted and the
+/// guard was never lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_upgrade_is_undone_before_it_is_tried_again() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("upgrade-undo");
+    let client = connect(&cluster, &p, |c| c.lease(Duration::from_secs(10))).await;
+    let lock = client.rwlock("up").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let up = lock.upgradable_read().await.unwrap();
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    let upgrade = tokio::spawn(up.upgrade_timeout(Duration::from_secs(6)));
+    // a few attempts granted and undone
+    tokio::time::sleep(Duration::from_millis(1_800)).await;
+    cluster.restore_replication(master.index).await.unwrap();
+    let write = match upgrade.await.unwrap() {
+        Ok(Ok(write)) => write,
+        Ok(Err(_)) => panic!("the upgrade timed out"),
+        Err(e) => panic!("the upgrade failed: {e:?}"),
+    };
+    assert!(!write.is_lost());
+    let state = lock.state().await.unwrap();
+    assert_eq!(state.holders.len(), 1, "{state:?}");
+    assert_eq!(
+        (state.holders[0].write_holds, state.holders[0].count),
+        (1, 1),
+        "{state:?}"
+    );
+    write.release().await.unwrap();
+    client.close().await;
+}
