@@ -18,26 +18,6 @@ pub(crate) async fn call(
     cmd: &'static str,
     args: Vec<String>,
 ) -> Result<Value, TestkitError> {
-    call_on(port, cmd, args, false).await
-}
-
-/// Runs one command on the node at `port` right after `ASKING` on the same connection,
-/// as a client redirected with `ASK` does: a node importing a slot then serves that
-/// slot's keys to it.
-pub(crate) async fn call_asking(
-    port: u16,
-    cmd: &'static str,
-    args: Vec<String>,
-) -> Result<Value, TestkitError> {
-    call_on(port, cmd, args, true).await
-}
-
-async fn call_on(
-    port: u16,
-    cmd: &'static str,
-    args: Vec<String>,
-    asking: bool,
-) -> Result<Value, TestkitError> {
     let work = async {
         let config = Config::from_url(&format!("redis://127.0.0.1:{port}"))?;
         let client = Builder::from_config(config)
@@ -48,19 +28,6 @@ async fn call_on(
             .with_performance_config(|p| p.default_command_timeout = CALL_TIMEOUT)
             .build()?;
         client.init().await?;
-        if asking {
-            // one connection: the flag holds for the next command on it
-            let asked: Result<Value, Error> = client
-                .custom(
-                    CustomCommand::new_static("ASKING", ClusterHash::Random, false),
-                    Vec::<String>::new(),
-                )
-                .await;
-            if let Err(e) = asked {
-                let _ = client.quit().await;
-                return Err(e);
-            }
-        }
         let reply: Result<Value, Error> = client
             .custom(
                 CustomCommand::new_static(cmd, ClusterHash::Random, false),

@@ -15,7 +15,9 @@ const BATCH: usize = 100;
 /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
 /// let migration = cluster.start_migration(42, 1).await?;
 /// println!("slot {} from node {} to node {}", migration.slot, migration.from, migration.to);
-/// cluster.roll_back_migration(&migration).await?;
+/// if !cluster.roll_back_migration(&migration).await? {
+///     cluster.finish_migration(&migration).await?;
+/// }
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,14 +50,8 @@ async fn keys_in_slot(port: u16, slot: u16, count: usize) -> Result<Vec<String>,
 }
 
 /// `MIGRATE`s `keys` from the node at `port` to the node `to` (its TLS port on a TLS
-/// cluster: with `tls-cluster`, a node MIGRATEs over TLS); after `ASKING` when the node at
-/// `port` is importing the slot rather than serving it.
-async fn migrate(
-    port: u16,
-    to: &NodeInfo,
-    keys: Vec<String>,
-    asking: bool,
-) -> Result<(), TestkitError> {
+/// cluster: with `tls-cluster`, a node MIGRATEs over TLS).
+async fn migrate(port: u16, to: &NodeInfo, keys: Vec<String>) -> Result<(), TestkitError> {
     if keys.is_empty() {
         return Ok(());
     }
@@ -68,11 +64,7 @@ async fn migrate(
         "KEYS".into(),
     ];
     args.extend(keys);
-    if asking {
-        admin::call_asking(port, "MIGRATE", args).await?;
-    } else {
-        admin::call(port, "MIGRATE", args).await?;
-    }
+    admin::call(port, "MIGRATE", args).await?;
     Ok(())
 }
 
@@ -153,7 +145,7 @@ impl TestCluster {
                 break;
             }
             let n = keys.len();
-            migrate(from, &to, keys, false).await?;
+            migrate(from, &to, keys).await?;
             moved += n;
         }
         Ok(moved)
@@ -189,33 +181,40 @@ impl TestCluster {
         Ok(())
     }
 
-    /// Rolls `migration` back: the keys its target has of the slot (moved there, or
-    /// made there by clients sent with `ASK`) move back to its source (`ASKING` and
-    /// `MIGRATE` on the target, which does not serve the slot), and both nodes end their
-    /// `IMPORTING` and `MIGRATING` states (`CLUSTER SETSLOT <slot> STABLE`). The source
-    /// serves the slot as before.
+    /// Rolls `migration` back, if nothing of the slot is on its target yet: the target
+    /// ends its `IMPORTING` state, then the source its `MIGRATING` state (`CLUSTER SETSLOT
+    /// <slot> STABLE`), and the source serves the slot as before. `Ok(false)`, and the
+    /// migration left as it was, when the target has keys of the slot (moved there, or
+    /// made there by clients sent with `ASK`): the source, still `MIGRATING`, would not
+    /// take them back (it answers `ASK` for a key it lacks), and once `STABLE` it would
+    /// serve the slot without them until they were back, so such a migration is finished
+    /// instead.
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
     /// let migration = cluster.start_migration(42, 1).await?;
-    /// cluster.migrate_keys(&migration, 1).await?;
-    /// cluster.roll_back_migration(&migration).await?;
-    /// assert_eq!(cluster.master_for_slot(42).await?.index, migration.from);
+    /// if cluster.roll_back_migration(&migration).await? {
+    ///     assert_eq!(cluster.master_for_slot(42).await?.index, migration.from);
+    /// } else {
+    ///     cluster.finish_migration(&migration).await?;
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn roll_back_migration(&self, migration: &Migration) -> Result<(), TestkitError> {
-        let from = self.node(migration.from)?.info.clone();
+    pub async fn roll_back_migration(&self, migration: &Migration) -> Result<bool, TestkitError> {
+        let from = self.node(migration.from)?.info.port;
         let to = self.node(migration.to)?.info.port;
-        loop {
-            let keys = keys_in_slot(to, migration.slot, BATCH).await?;
-            if keys.is_empty() {
-                break;
-            }
-            migrate(to, &from, keys, true).await?;
-        }
         let s = migration.slot.to_string();
+        if !keys_in_slot(to, migration.slot, 1).await?.is_empty() {
+            return Ok(false);
+        }
         admin::text(to, "CLUSTER", &["SETSLOT", &s, "STABLE"]).await?;
-        admin::text(from.port, "CLUSTER", &["SETSLOT", &s, "STABLE"]).await?;
-        Ok(())
+        // a key made there by a client sent with ASK just before: importing again
+        if !keys_in_slot(to, migration.slot, 1).await?.is_empty() {
+            let from_id = admin::text(from, "CLUSTER", &["MYID"]).await?;
+            admin::text(to, "CLUSTER", &["SETSLOT", &s, "IMPORTING", &from_id]).await?;
+            return Ok(false);
+        }
+        admin::text(from, "CLUSTER", &["SETSLOT", &s, "STABLE"]).await?;
+        Ok(true)
     }
 }
