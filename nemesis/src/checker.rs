@@ -3,6 +3,9 @@
 //! - **overlap**: two believed-valid holds of one name, of different owners, in
 //!   conflicting modes (write with anything, upgradable with upgradable), whose belief
 //!   intervals intersect. Holds of one explicit owner are reentrant, not conflicts.
+//!
+//! Examples name the faults around them, and the node each grant came from (the one the
+//! client routed the name's slot to when it returned).
 //! - **fence_order**: a grant whose fence is not greater than the fence of a grant of
 //!   the same name that returned before this one was asked for (real-time order: the
 //!   first was certainly granted first).
@@ -160,16 +163,23 @@ struct Seg<'a> {
     from: u64,
     to: u64,
     end: &'a str,
+    node: Option<&'a str>,
+}
+
+/// ` via <node>`, or nothing when the node is not known.
+fn via(node: Option<&str>) -> String {
+    node.map(|n| format!(" via {n}")).unwrap_or_default()
 }
 
 impl Seg<'_> {
     fn describe(&self, t0: u64) -> String {
         format!(
-            "p{} hold {} {} fence {} {:.3}-{:.3} s (ended by {})",
+            "p{} hold {} {} fence {}{} {:.3}-{:.3} s (ended by {})",
             self.proc,
             self.hold,
             self.mode.label(),
             self.fence,
+            via(self.node),
             secs(self.from, t0),
             secs(self.to, t0),
             self.end
@@ -292,6 +302,7 @@ fn overlaps(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
             from,
             to,
             end,
+            node,
         } = e
         {
             if end == "lost" {
@@ -308,6 +319,7 @@ fn overlaps(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
                     from: *from,
                     to: *to,
                     end,
+                    node: node.as_deref(),
                 });
             }
         }
@@ -348,6 +360,7 @@ struct Grant<'a> {
     fence: u64,
     start: u64,
     end: u64,
+    node: Option<&'a str>,
 }
 
 fn fences(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
@@ -361,6 +374,7 @@ fn fences(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
             end,
             outcome: Outcome::Ok,
             fence: Some(fence),
+            node,
             ..
         } = e
         {
@@ -370,6 +384,7 @@ fn fences(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
                 fence: *fence,
                 start: *start,
                 end: *end,
+                node: node.as_deref(),
             });
         }
     }
@@ -396,15 +411,17 @@ fn fences(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut Verdict) {
                 if later.fence <= earlier.fence {
                     v.fence_order.add(|| {
                         format!(
-                            "{name}: p{} {} returned at {:.3} s with fence {}; p{} {} asked at {:.3} s got fence {} (lower by {} µs); {}",
+                            "{name}: p{} {} returned at {:.3} s with fence {}{}; p{} {} asked at {:.3} s got fence {}{} (lower by {} µs); {}",
                             earlier.proc,
                             earlier.call,
                             secs(earlier.end, t0),
                             earlier.fence,
+                            via(earlier.node),
                             later.proc,
                             later.call,
                             secs(later.start, t0),
                             later.fence,
+                            via(later.node),
                             earlier.fence - later.fence,
                             context(faults, later.start, t0)
                         )
@@ -585,6 +602,7 @@ mod tests {
             from,
             to,
             end: "release".into(),
+            node: Some(format!("127.0.0.1:{}", 7000 + hold)),
         }
     }
 
@@ -603,6 +621,7 @@ mod tests {
             error: None,
             fence: Some(fence),
             mode: Some(Mode::W),
+            node: None,
         }
     }
 
@@ -635,6 +654,11 @@ mod tests {
         let v = check(&h, 0);
         assert_eq!(v.overlap.count, 4, "{:?}", v.overlap.examples);
         assert!(v.overlap.examples[0].contains("hold 2"));
+        assert!(
+            v.overlap.examples[0].contains("via 127.0.0.1:7003"),
+            "the grant's node is named: {}",
+            v.overlap.examples[0]
+        );
     }
 
     #[test]

@@ -2,32 +2,39 @@
 //!
 //! Two lanes run at once, so faults overlap: the main lane takes one fault at a time
 //! (kill and restart, freezes shorter and longer than a failover, replication lag then a
-//! hung master, partitions with the clients on either side, a slot move and back, a
-//! manual failover) and waits until the cluster is whole again; the clock lane skews one
-//! node's clock now and then, whatever the main lane is doing.
+//! hung master, replication lag then a master frozen until its replica is promoted and
+//! thawed right after, partitions with the clients on either side, a slot move and back,
+//! a slot migration stalled half done, a manual failover) and waits until the cluster is
+//! whole again; the clock lane skews one node's clock now and then, whatever the main
+//! lane is doing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster_rwlock_testkit::TestCluster;
+use cluster_rwlock_testkit::{NodeInfo, TestCluster, TestkitError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::history::{now, Event};
 
 /// Every fault kind, by the name `--faults` takes.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 12] = [
     "kill",
     "freeze_short",
     "freeze_long",
     "repl_lag",
+    "promote_thaw",
     "partition",
     "isolate",
     "slot_move",
+    "migration_stall",
     "failover",
     "skew",
     "pause_client",
 ];
+
+/// How long `promote_thaw` waits, at most, for the frozen master's replica to take over.
+const PROMOTION_LIMIT: Duration = Duration::from_secs(15);
 
 /// Where the nemesis acts, and how.
 pub struct Nemesis {
@@ -37,8 +44,9 @@ pub struct Nemesis {
     pub slots: Vec<u16>,
     /// Enabled kinds.
     pub kinds: Vec<String>,
-    /// Worker pids, for `pause_client`.
-    pub workers: Vec<u32>,
+    /// The pids of the workers that run now, for `pause_client` (a worker killed while
+    /// queued leaves it, the one started in its place joins it).
+    pub workers: Arc<Mutex<Vec<u32>>>,
     /// Lease of the workload, ms (client pauses are longer than it).
     pub lease_ms: u64,
     /// Events recorded.
@@ -65,6 +73,44 @@ impl Nemesis {
                 end: now(),
                 error,
             });
+    }
+
+    /// Another master than node `i`: one that serves a slot of the three initial ranges.
+    async fn other_master(&self, i: usize) -> Option<NodeInfo> {
+        for s in [0u16, 5_461, 10_923] {
+            if let Ok(m) = self.cluster.master_for_slot(s).await {
+                if m.index != i {
+                    return Some(m);
+                }
+            }
+        }
+        None
+    }
+
+    /// Waits until the cluster has failed over from the frozen master `old` (every node
+    /// that is up `cluster_state:ok` and serving every slot, `slot`'s master another
+    /// node), at most [`PROMOTION_LIMIT`]; the new master and when it was seen.
+    async fn promoted(&self, slot: u16, old: usize) -> Result<(NodeInfo, u64), String> {
+        let began = std::time::Instant::now();
+        match self.cluster.wait_for_failover(PROMOTION_LIMIT).await {
+            Ok(_) => {}
+            // the nodes' logs are left out of the fault's record
+            Err(TestkitError::NotReady { after, what, .. }) => {
+                return Err(format!("not promoted after {after:?}: {what}"))
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+        loop {
+            match self.cluster.master_for_slot(slot).await {
+                Ok(m) if m.index != old => return Ok((m, now())),
+                _ if began.elapsed() > PROMOTION_LIMIT => {
+                    return Err(format!(
+                        "slot {slot} still served by node {old} after {PROMOTION_LIMIT:?}"
+                    ))
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     fn enabled(&self, kind: &str) -> bool {
@@ -149,6 +195,30 @@ impl Nemesis {
                 err = err.or(text(c.unpause(i).await));
                 self.record(kind, target, start, err);
             }
+            "promote_thaw" => {
+                // as repl_lag, but the old master is thawed as soon as its replica has
+                // taken over: it comes back believing it is master, with grants the new
+                // one never had, while clients may still route the slot to it
+                let mut err = text(c.cut_replication(i).await);
+                tokio::time::sleep(ms(rng, 500, 2_000)).await;
+                err = err.or(text(c.pause(i).await));
+                let frozen = now();
+                let promoted = self.promoted(slot, i).await;
+                let thaw = ms(rng, 0, 1_000);
+                tokio::time::sleep(thaw).await;
+                err = err.or(text(c.restore_replication(i).await));
+                err = err.or(text(c.unpause(i).await));
+                let target = match &promoted {
+                    Ok((m, at)) => format!(
+                        "node {port}, node {} promoted {:.2} s after the freeze, thawed {} ms later",
+                        m.port,
+                        at.saturating_sub(frozen) as f64 / 1e9,
+                        thaw.as_millis()
+                    ),
+                    Err(_) => format!("node {port}, no promotion seen, thawed"),
+                };
+                self.record(kind, target, start, err.or(promoted.err()));
+            }
             "partition" | "isolate" => {
                 let err = if kind == "partition" {
                     text(c.partition(i).await)
@@ -160,18 +230,14 @@ impl Nemesis {
                 self.record(kind, target, start, err);
             }
             "slot_move" => {
-                // another master: one that serves a slot of the three initial ranges
-                let mut to = None;
-                for s in [0u16, 5_461, 10_923] {
-                    if let Ok(m) = c.master_for_slot(s).await {
-                        if m.index != i {
-                            to = Some(m.index);
-                            break;
-                        }
-                    }
-                }
-                let Some(to) = to else { return };
-                let to_port = c.nodes()[to].port;
+                let Some(NodeInfo {
+                    index: to,
+                    port: to_port,
+                    ..
+                }) = self.other_master(i).await
+                else {
+                    return;
+                };
                 let mut err = text(c.move_slot(slot, to).await);
                 tokio::time::sleep(ms(rng, 1_000, 5_000)).await;
                 err = err.or(text(c.move_slot(slot, i).await));
@@ -182,6 +248,61 @@ impl Nemesis {
                     err,
                 );
             }
+            "migration_stall" => {
+                // a resharding that stalls half way: MIGRATING on the master, IMPORTING on
+                // another, some of the slot's keys moved, for 2-6 s of workload; then
+                // finished (and the slot moved back), or rolled back when nothing of the
+                // slot is on the target
+                let Some(NodeInfo {
+                    index: to,
+                    port: to_port,
+                    ..
+                }) = self.other_master(i).await
+                else {
+                    return;
+                };
+                let m = match c.start_migration(slot, to).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let target = format!("slot {slot} {port}->{to_port}, not started");
+                        return self.record(kind, target, start, Some(e.to_string()));
+                    }
+                };
+                // half moved: some keys, not all; a slot of one key: moved (clients are
+                // then sent to the target with ASK) two times in three
+                let count = match m.keys {
+                    0 => 0,
+                    1 => usize::from(rng.random_range(0..3) > 0),
+                    n => rng.random_range(1..n),
+                };
+                let (moved, mut err) = match c.migrate_keys(&m, count).await {
+                    Ok(n) => (n, None),
+                    Err(e) => (0, Some(e.to_string())),
+                };
+                let stall = ms(rng, 2_000, 6_000);
+                tokio::time::sleep(stall).await;
+                // rolled back only while nothing of the slot is on the target (else the
+                // source would serve the slot without those keys for a while)
+                let mut how = "finished, then moved back";
+                if rng.random_bool(0.5) {
+                    match c.roll_back_migration(&m).await {
+                        Ok(true) => how = "rolled back",
+                        Ok(false) => how = "keys on the target: finished, then moved back",
+                        Err(e) => err = err.or(Some(e.to_string())),
+                    }
+                }
+                if how != "rolled back" {
+                    err = err.or(text(c.finish_migration(&m).await));
+                    tokio::time::sleep(ms(rng, 1_000, 3_000)).await;
+                    err = err.or(text(c.move_slot(slot, i).await));
+                }
+                let target = format!(
+                    "slot {slot} {port}->{to_port}, {moved} of {} key(s) moved, stalled {:.1} s, {how}",
+                    m.keys,
+                    stall.as_secs_f64()
+                );
+                self.record(kind, target, start, err);
+            }
             "failover" => {
                 let err = match c.replica_of(i).await {
                     Ok(r) => text(c.failover(r.index).await),
@@ -191,10 +312,13 @@ impl Nemesis {
             }
             "pause_client" => {
                 // a holder's process frozen longer than its lease (GC, swap, a frozen VM)
-                if self.workers.is_empty() {
-                    return;
-                }
-                let pid = self.workers[rng.random_range(0..self.workers.len())];
+                let pid = {
+                    let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+                    if workers.is_empty() {
+                        return;
+                    }
+                    workers[rng.random_range(0..workers.len())]
+                };
                 let err = signal(pid, libc::SIGSTOP);
                 tokio::time::sleep(ms(rng, self.lease_ms, self.lease_ms * 2)).await;
                 let err = err.or(signal(pid, libc::SIGCONT));

@@ -95,6 +95,10 @@ pub enum Event {
         fence: Option<u64>,
         /// The mode it granted.
         mode: Option<Mode>,
+        /// For a grant: the node (`host:port`) the client routed the name's slot to when
+        /// it returned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// A stretch of time in which a holder believed it held `name` in `mode`: from the
     /// acquire's return (or a conversion) to the earlier of the release (or conversion)
@@ -118,8 +122,13 @@ pub enum Event {
         from: u64,
         /// End of the belief.
         to: u64,
-        /// Why it ended: `release`, `lost`, `convert`, `error`, `end_of_run`.
+        /// Why it ended: `release`, `lost`, `convert`, `error`, `cancelled`, `drop`, or
+        /// `killed` (the worker process was killed).
         end: String,
+        /// The node (`host:port`) the client routed the name's slot to when the belief
+        /// began: where its grant (or conversion) came from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// One access to the fenced resource, as the resource saw it (in its order).
     Access {
@@ -141,10 +150,12 @@ pub enum Event {
         /// Whether the resource accepted it.
         accepted: bool,
     },
-    /// A fault of the nemesis, from its start to its heal.
+    /// A fault of the nemesis, from its start to its heal; or a worker killed while a
+    /// write of it was queued (`client_kill`), from its death to its replacement's start.
     Fault {
-        /// Kind: `kill`, `freeze_short`, `freeze_long`, `repl_lag`, `partition`,
-        /// `isolate`, `skew`, `slot_move`, `failover`.
+        /// Kind: `kill`, `freeze_short`, `freeze_long`, `repl_lag`, `promote_thaw`,
+        /// `partition`, `isolate`, `skew`, `slot_move`, `migration_stall`, `failover`,
+        /// `pause_client`, `client_kill`, `not_healed`.
         kind: String,
         /// What it acted on (`node 7001`, `slot 1234 7000->7002`, ...).
         target: String,
@@ -223,5 +234,20 @@ impl Writer {
     pub fn flush(&mut self) -> std::io::Result<()> {
         use std::io::Write;
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_without_a_node_still_read() {
+        // a history written before grants named their node
+        let line = r#"{"ev":"segment","proc":0,"hold":1,"name":"n","owner":"o","explicit":false,"mode":"W","fence":5,"from":1,"to":2,"end":"release"}"#;
+        let ev: Event = serde_json::from_str(line).unwrap();
+        assert!(matches!(ev, Event::Segment { node: None, .. }));
+        let out = serde_json::to_string(&ev).unwrap();
+        assert!(!out.contains("node"), "no node, no field: {out}");
     }
 }

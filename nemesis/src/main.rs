@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Exit status: 0 when no violation was found, 1 when some were, 2 when the run itself
-//! failed (the cluster did not start or heal, a worker crashed). With `--expect KIND` the
+//! failed (the cluster did not start or heal, a worker crashed; a worker killed on purpose
+//! while queued is replaced, not a failure). With `--expect KIND` the
 //! run is a test of the checker: 0 when it found violations of that kind, 1 when not.
 
 mod after;
@@ -22,14 +23,18 @@ mod report;
 mod resource;
 mod workload;
 
+use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use cluster_rwlock::{LockClient, LockConfig};
 use cluster_rwlock_testkit::{StartOptions, TestCluster};
+use rand::{Rng, SeedableRng};
 
 use history::{now, Event};
 
@@ -97,10 +102,15 @@ struct RunArgs {
     #[arg(long)]
     long_hold_ms: Option<u64>,
     /// Fault kinds, comma-separated, `all` (every kind but `pause_client`) or `none`:
-    /// kill, freeze_short, freeze_long, repl_lag, partition, isolate, slot_move,
-    /// failover, skew, pause_client.
+    /// kill, freeze_short, freeze_long, repl_lag, promote_thaw, partition, isolate,
+    /// slot_move, migration_stall, failover, skew, pause_client.
     #[arg(long, default_value = "all")]
     faults: String,
+    /// Worker processes killed (SIGKILL) while a write of theirs waits in a queue, over
+    /// the run, each replaced by a new worker (default: one per 30 s of run; none in the
+    /// last two leases and 5 s).
+    #[arg(long)]
+    queued_kills: Option<u32>,
     /// The resource accepts every access (no fence check): the checker must then report
     /// stale accesses.
     #[arg(long)]
@@ -295,10 +305,11 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     std::fs::write(out.join("t0"), t0.to_string()).map_err(|e| e.to_string())?;
     let until = t0 + args.duration * 1_000_000_000;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut children = Vec::new();
-    for proc in 0..args.workers {
-        let spec = workload::WorkerSpec {
-            proc,
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let workers = Arc::new(Workers {
+        exe,
+        template: workload::WorkerSpec {
+            proc: 0,
             seeds: cluster.seed_urls(),
             ca_pem: ca_pem.clone(),
             prefix: prefix.clone(),
@@ -310,26 +321,25 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
             tasks: args.tasks,
             long_holds_pct: args.long_holds,
             long_hold_ms: args.long_hold_ms,
-            seed: args
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(u64::from(proc)),
+            seed: 0,
             until,
-            out: out
-                .join(format!("worker-{proc}.jsonl"))
-                .display()
-                .to_string(),
-        };
-        let child = tokio::process::Command::new(&exe)
-            .arg("worker")
-            .env(
-                "NEMESIS_WORKER",
-                serde_json::to_string(&spec).map_err(|e| e.to_string())?,
-            )
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("worker {proc}: {e}"))?;
-        children.push(child);
+            kill_at: None,
+            out: String::new(),
+        },
+        seed: args.seed,
+        out: out.clone(),
+        next: AtomicU32::new(args.workers),
+        pids: Arc::new(Mutex::new(Vec::new())),
+        procs: Mutex::new(Vec::new()),
+        log: log.clone(),
+        deadline: until + (args.lease_ms * 2 + 60_000) * 1_000_000,
+    });
+    let mut kills = kill_plan(args, t0, until);
+    let mut supervisors = Vec::new();
+    for proc in 0..args.workers {
+        let first = workers.spawn(proc, kills[proc as usize].front().copied())?;
+        let plan = std::mem::take(&mut kills[proc as usize]);
+        supervisors.push(tokio::spawn(workers.clone().supervise(proc, first, plan)));
     }
     let server = format!("{} {}", cluster.server(), cluster.server_version());
     eprintln!(
@@ -343,31 +353,22 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         names.join(" ")
     );
 
-    let log = Arc::new(Mutex::new(Vec::new()));
     let nemesis = Arc::new(faults::Nemesis {
         cluster: cluster.clone(),
         slots,
         kinds,
-        workers: children.iter().filter_map(|c| c.id()).collect(),
+        workers: workers.pids.clone(),
         lease_ms: args.lease_ms,
         log: log.clone(),
     });
     nemesis.run(args.seed, until).await;
 
     let mut failures = Vec::new();
-    let limit =
-        Duration::from_nanos(until.saturating_sub(now())) + lease * 2 + Duration::from_secs(60);
-    for (proc, mut child) in children.into_iter().enumerate() {
-        match tokio::time::timeout(limit, child.wait()).await {
-            Ok(Ok(status)) if status.success() => {}
-            Ok(Ok(status)) => failures.push(format!("worker {proc} exited with {status}")),
-            Ok(Err(e)) => failures.push(format!("worker {proc}: {e}")),
-            Err(_) => {
-                let _ = child.kill().await;
-                failures.push(format!(
-                    "worker {proc} did not end within {limit:?} of the run's end"
-                ));
-            }
+    for (proc, s) in supervisors.into_iter().enumerate() {
+        match s.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(format!("worker {proc}'s supervisor: {e}")),
         }
     }
     let mut events: Vec<Event> = Vec::new();
@@ -378,7 +379,12 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     events.extend(after::leftovers(&cluster, &client, &prefix, lease).await);
     client.close().await;
 
-    for proc in 0..args.workers {
+    let procs = workers
+        .procs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for proc in procs {
         let path = out.join(format!("worker-{proc}.jsonl"));
         match history::read(&path) {
             Ok(ev) => events.extend(ev),
@@ -416,6 +422,143 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         return Err(failures.join("; "));
     }
     Ok(verdict)
+}
+
+/// When the workers kill themselves while queued (`--queued-kills`): times drawn in
+/// `[t0 + 5 s, until - 2 leases - 5 s]`, each given to a random worker; per worker, in
+/// order (the worker started in place of a killed one gets the next).
+fn kill_plan(args: &RunArgs, t0: u64, until: u64) -> Vec<VecDeque<u64>> {
+    let mut plan = vec![VecDeque::new(); args.workers as usize];
+    let count = args.queued_kills.unwrap_or((args.duration / 30) as u32);
+    let (lo, hi) = (
+        t0 + 5_000_000_000,
+        until.saturating_sub((args.lease_ms * 2 + 5_000) * 1_000_000),
+    );
+    if plan.is_empty() || hi <= lo {
+        return plan;
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed ^ 0xdead);
+    let mut times: Vec<(usize, u64)> = (0..count)
+        .map(|_| (rng.random_range(0..plan.len()), rng.random_range(lo..hi)))
+        .collect();
+    times.sort_by_key(|t| t.1);
+    for (w, t) in times {
+        plan[w].push_back(t);
+    }
+    plan
+}
+
+/// The worker processes: started, and replaced under a new number when one was killed on
+/// purpose while queued.
+struct Workers {
+    exe: PathBuf,
+    /// Every worker's spec but its number, seed, kill time and history file.
+    template: workload::WorkerSpec,
+    /// The run's seed.
+    seed: u64,
+    out: PathBuf,
+    /// The number of the next worker started in place of a killed one.
+    next: AtomicU32,
+    /// The pids of the workers that run now (for `pause_client`).
+    pids: Arc<Mutex<Vec<u32>>>,
+    /// Every worker number started, whose histories the run reads.
+    procs: Mutex<Vec<u32>>,
+    /// Where `client_kill` events go.
+    log: Arc<Mutex<Vec<Event>>>,
+    /// `CLOCK_MONOTONIC` ns by which every worker must have ended.
+    deadline: u64,
+}
+
+impl Workers {
+    /// Starts worker `proc`, which kills itself while queued after `kill_at`.
+    fn spawn(&self, proc: u32, kill_at: Option<u64>) -> Result<tokio::process::Child, String> {
+        let spec = workload::WorkerSpec {
+            proc,
+            seed: self
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(u64::from(proc)),
+            kill_at,
+            out: self
+                .out
+                .join(format!("worker-{proc}.jsonl"))
+                .display()
+                .to_string(),
+            ..self.template.clone()
+        };
+        let child = tokio::process::Command::new(&self.exe)
+            .arg("worker")
+            .env(
+                "NEMESIS_WORKER",
+                serde_json::to_string(&spec).map_err(|e| e.to_string())?,
+            )
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("worker {proc}: {e}"))?;
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(proc);
+        if let Some(pid) = child.id() {
+            self.pids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(pid);
+        }
+        Ok(child)
+    }
+
+    /// Waits for worker `proc` (started as `child`) to end; one that was killed on
+    /// purpose while queued (SIGKILL, after its kill time) is replaced by a new worker
+    /// with the next kill time of `plan`, and recorded as a `client_kill`.
+    async fn supervise(
+        self: Arc<Self>,
+        mut proc: u32,
+        mut child: tokio::process::Child,
+        mut plan: VecDeque<u64>,
+    ) -> Result<(), String> {
+        loop {
+            let pid = child.id().unwrap_or(0);
+            let left = Duration::from_nanos(self.deadline.saturating_sub(now()));
+            let status = tokio::time::timeout(left, child.wait()).await;
+            self.pids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|p| *p != pid);
+            let status = match status {
+                Ok(Ok(status)) => status,
+                Ok(Err(e)) => return Err(format!("worker {proc}: {e}")),
+                Err(_) => {
+                    let _ = child.kill().await;
+                    return Err(format!("worker {proc} did not end in time"));
+                }
+            };
+            if status.success() {
+                return Ok(());
+            }
+            let died = now();
+            let planned = plan.front().is_some_and(|at| died >= *at);
+            if status.signal() != Some(libc::SIGKILL) || !planned {
+                return Err(format!("worker {proc} exited with {status}"));
+            }
+            plan.pop_front();
+            let next = self.next.fetch_add(1, Ordering::SeqCst);
+            child = self.spawn(next, plan.front().copied())?;
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Event::Fault {
+                    kind: "client_kill".into(),
+                    target: format!(
+                        "worker {proc} (pid {pid}) killed while a write of it was queued, replaced by worker {next}"
+                    ),
+                    start: died,
+                    end: now(),
+                    error: None,
+                });
+            proc = next;
+        }
+    }
 }
 
 fn time_of(e: &Event) -> u64 {

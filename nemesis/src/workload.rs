@@ -1,7 +1,13 @@
 //! A worker process: one `LockClient`, several tasks doing random operations on the
 //! run's names, each hold writing to the fenced resource, every call and belief recorded.
+//!
+//! Now and then a task queues a write behind a hold of its own and drops it while it
+//! waits; at the times the controller gives (`kill_at`), the worker kills itself
+//! (SIGKILL) while such a write waits, after recording every belief it held as ended
+//! then, and the controller starts another worker in its place.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +52,10 @@ pub struct WorkerSpec {
     pub seed: u64,
     /// `CLOCK_MONOTONIC` ns at which tasks stop starting new rounds.
     pub until: u64,
+    /// `CLOCK_MONOTONIC` ns after which the worker kills itself (SIGKILL) while a write
+    /// of one of its tasks waits in a queue, if it is still two leases before `until`.
+    #[serde(default)]
+    pub kill_at: Option<u64>,
     /// Where to write the history.
     pub out: String,
 }
@@ -56,6 +66,12 @@ const COMMAND_TIMEOUT_MS: u64 = 5_000;
 /// subscribed to nothing once its tasks ended (subscriptions linger 2 s after their last
 /// waiter, and are swept every second).
 const SETTLE: Duration = Duration::from_secs(8);
+/// How long a worker tries to connect (one started in place of a killed one may start
+/// while a fault is on).
+const CONNECT_FOR: Duration = Duration::from_secs(30);
+/// One round in this many queues a write behind a hold of the task's own and drops it
+/// while it waits.
+const QUEUED_DROP_ODDS: u32 = 100;
 
 /// How a task upgrades its upgradable hold.
 #[derive(Clone, Copy)]
@@ -68,16 +84,107 @@ enum Upgrade {
     Try,
 }
 
+/// A belief being held: what its segment will say, but its end.
+struct Open {
+    name: String,
+    owner: String,
+    explicit: bool,
+    mode: Mode,
+    fence: u64,
+    from: u64,
+    node: Option<String>,
+}
+
 struct Ctx {
     spec: WorkerSpec,
     out: Mutex<Writer>,
     holds: AtomicU64,
+    /// The beliefs held now, by hold: recorded as ended when the worker kills itself.
+    /// Locked after `out` when both are.
+    open: Mutex<HashMap<u64, Open>>,
+    /// A task has taken on the worker's death (`kill_at`).
+    dying: AtomicBool,
 }
 
 impl Ctx {
     fn record(&self, ev: Event) {
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         let _ = out.write(&ev);
+    }
+
+    /// A belief begins (or goes on in another mode, after a conversion).
+    fn believe(&self, b: &Belief, mode: Mode, fence: u64) {
+        let open = Open {
+            name: b.name.clone(),
+            owner: b.owner.clone(),
+            explicit: b.explicit,
+            mode,
+            fence,
+            from: b.from,
+            node: b.node.clone(),
+        };
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(b.hold, open);
+    }
+
+    /// Records the end of the belief of `hold` (its segment `ev`).
+    fn end_belief(&self, hold: u64, ev: Event) {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&hold);
+        let _ = out.write(&ev);
+    }
+
+    /// Whether this worker is due to kill itself now: its `kill_at` has come, the run
+    /// ends more than two leases later (its holds expire before the checks after the
+    /// run), and no other task has taken it on.
+    fn kill_due(&self) -> bool {
+        let t = now();
+        self.spec.kill_at.is_some_and(|at| t >= at)
+            && t + self.spec.lease_ms * 2_000_000 < self.spec.until
+            && self
+                .dying
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
+
+    /// Kills this process (SIGKILL, as the OOM killer or a `kill -9` would) after
+    /// recording every belief held as ended now (`killed`) and flushing the history;
+    /// other tasks record nothing more (the history's lock is kept to the end).
+    fn die(&self) -> ! {
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let at = now();
+        let open: Vec<(u64, Open)> = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for (hold, o) in open {
+            let _ = out.write(&Event::Segment {
+                proc: self.spec.proc,
+                hold,
+                name: o.name,
+                owner: o.owner,
+                explicit: o.explicit,
+                mode: o.mode,
+                fence: o.fence,
+                from: o.from,
+                to: at,
+                end: "killed".into(),
+                node: o.node,
+            });
+        }
+        let _ = out.flush();
+        // SAFETY: kill(2) of this very process with a valid signal number.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        std::process::abort()
     }
 
     fn next_hold(&self) -> u64 {
@@ -106,15 +213,24 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
         "master-only" => config = config.durability(cluster_rwlock::Durability::MasterOnly),
         _ => {}
     }
-    let client = LockClient::connect(config)
-        .await
-        .map_err(|e| format!("worker {} cannot connect: {e}", spec.proc))?;
+    let began = std::time::Instant::now();
+    let client = loop {
+        match LockClient::connect(config.clone()).await {
+            Ok(c) => break c,
+            Err(e) if began.elapsed() > CONNECT_FOR => {
+                return Err(format!("worker {} cannot connect: {e}", spec.proc))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
     let out = Writer::create(std::path::Path::new(&spec.out))
         .map_err(|e| format!("cannot create {}: {e}", spec.out))?;
     let ctx = Arc::new(Ctx {
         spec,
         out: Mutex::new(out),
         holds: AtomicU64::new(0),
+        open: Mutex::new(HashMap::new()),
+        dying: AtomicBool::new(false),
     });
     let mut tasks = Vec::new();
     for task in 0..ctx.spec.tasks {
@@ -162,6 +278,8 @@ struct Belief {
     explicit: bool,
     /// Start of the current belief segment.
     from: u64,
+    /// The node the client routed the name's slot to when the segment began.
+    node: Option<String>,
 }
 
 /// A granted hold and the belief being recorded.
@@ -239,6 +357,7 @@ impl Task {
 
     /// Records `c` as returned now.
     fn op(&self, c: Call, outcome: Outcome, error: Option<String>, granted: Option<(u64, Mode)>) {
+        let node = granted.and_then(|_| self.node_of(&c.name));
         self.ctx.record(Event::Op {
             proc: self.ctx.spec.proc,
             task: self.task,
@@ -253,23 +372,35 @@ impl Task {
             error,
             fence: granted.map(|g| g.0),
             mode: granted.map(|g| g.1),
+            node,
         });
+    }
+
+    /// The node the client routes the slot of `name` to now (where a grant that returns
+    /// now came from, unless it was redirected on the way).
+    fn node_of(&self, name: &str) -> Option<String> {
+        let lock = self.locks.iter().find(|l| l.name() == name)?;
+        self.client.node_for_slot(lock.slot())
     }
 
     /// Records the belief `b` in `mode` under `fence`, ended at `to` for reason `end`.
     fn segment(&self, b: &Belief, mode: Mode, fence: u64, to: u64, end: &str) {
-        self.ctx.record(Event::Segment {
-            proc: self.ctx.spec.proc,
-            hold: b.hold,
-            name: b.name.clone(),
-            owner: b.owner.clone(),
-            explicit: b.explicit,
-            mode,
-            fence,
-            from: b.from,
-            to,
-            end: end.to_string(),
-        });
+        self.ctx.end_belief(
+            b.hold,
+            Event::Segment {
+                proc: self.ctx.spec.proc,
+                hold: b.hold,
+                name: b.name.clone(),
+                owner: b.owner.clone(),
+                explicit: b.explicit,
+                mode,
+                fence,
+                from: b.from,
+                to,
+                end: end.to_string(),
+                node: b.node.clone(),
+            },
+        );
     }
 
     /// Records the belief of `h`, in its guard's mode, ended at `to` for reason `end`.
@@ -283,8 +414,20 @@ impl Task {
     }
 
     /// One round: acquire (in one of many ways), hold and write, maybe convert, release;
-    /// one in ten takes several names at once with a multi-lock.
+    /// one in ten takes several names at once with a multi-lock; one in a hundred queues
+    /// a write behind its own hold and drops it there; when the worker is due to die, a
+    /// round queues one and the process dies with it queued.
     async fn round(&mut self) {
+        if self.ctx.kill_due() {
+            self.queued_round(true).await;
+            // still alive: no hold to queue behind, or the write did not wait; the next
+            // round tries again
+            self.ctx.dying.store(false, Ordering::SeqCst);
+            return;
+        }
+        if self.rng.random_range(0..QUEUED_DROP_ODDS) == 0 {
+            return self.queued_round(false).await;
+        }
         if self.locks.len() >= 2 && self.rng.random_range(0..10) == 0 {
             return self.multi_round().await;
         }
@@ -402,7 +545,9 @@ impl Task {
                     owner: guard.owner(),
                     explicit,
                     from: now(),
+                    node: self.node_of(name),
                 };
+                self.ctx.believe(&belief, guard.mode(), guard.fence());
                 let granted = Some((guard.fence(), guard.mode()));
                 let c = Call {
                     hold: Some(belief.hold),
@@ -524,7 +669,9 @@ impl Task {
                 owner: guard.owner(),
                 explicit: false,
                 from,
+                node: self.node_of(&name),
             };
+            self.ctx.believe(&belief, guard.mode(), guard.fence());
             let c = Call {
                 hold: Some(belief.hold),
                 owner: Some(belief.owner.clone()),
@@ -569,6 +716,109 @@ impl Task {
         };
         for h in held {
             self.end(h, at, why).await;
+        }
+    }
+
+    /// A writer that waits in a queue and dies there: the task takes a name (read or
+    /// write, in one of the usual ways), then asks for write as a new owner, which
+    /// queues behind its own hold; 50-1,500 ms later the waiting call is dropped
+    /// (`write_queued_dropped`) and the hold released, or, with `kill`, the whole worker
+    /// process is killed while the call waits (`write_queued_killed`). Returns (alive)
+    /// when the name was not granted, or the queued call returned before.
+    async fn queued_round(&mut self, kill: bool) {
+        let i = self.rng.random_range(0..self.locks.len());
+        let lock = self.locks[i].clone();
+        let name = lock.name().to_string();
+        let mode = if self.rng.random_bool(0.5) {
+            Mode::W
+        } else {
+            Mode::R
+        };
+        let Some(held) = self.acquire(&lock, &name, mode, false).await else {
+            return;
+        };
+        let wait = Duration::from_millis(self.rng.random_range(50..1_500));
+        let c = Call {
+            call: if kill {
+                "write_queued_killed"
+            } else {
+                "write_queued_dropped"
+            }
+            .into(),
+            name: name.clone(),
+            hold: None,
+            owner: None,
+            timeout_ms: None,
+            start: now(),
+        };
+        enum Next {
+            Lost(u64),
+            Returned(Box<cluster_rwlock::Result<Guard>>),
+            Waited,
+        }
+        let next = {
+            let waiter = blocking(&lock, Mode::W);
+            tokio::pin!(waiter);
+            let next = tokio::select! {
+                biased;
+                _ = held.guard.lost() => Next::Lost(now()),
+                r = &mut waiter => Next::Returned(Box::new(r)),
+                _ = tokio::time::sleep(wait) => Next::Waited,
+            };
+            if matches!(next, Next::Waited) && kill {
+                // the write waits in the queue: the process dies with it there
+                self.op(c, Outcome::Cancelled, None, None);
+                self.ctx.die();
+            }
+            next
+            // a waiting call is dropped here, while it is queued
+        };
+        let returned = match next {
+            Next::Lost(at) => {
+                self.op(c, Outcome::Cancelled, None, None);
+                return self.end(held, at, "lost").await;
+            }
+            Next::Waited => {
+                self.op(c, Outcome::Cancelled, None, None);
+                let at = now();
+                return self.end(held, at, "release").await;
+            }
+            Next::Returned(r) => *r,
+        };
+        match returned {
+            Err(e) => {
+                self.op(c, Outcome::Fail, Some(err_text(&e)), None);
+                let at = now();
+                self.end(held, at, "release").await;
+            }
+            Ok(guard) => {
+                // granted while this task believed it held the name: only right if the
+                // hold was lost unnoticed (the checker reports the overlap otherwise)
+                let belief = Belief {
+                    hold: self.ctx.next_hold(),
+                    name: name.clone(),
+                    owner: guard.owner(),
+                    explicit: false,
+                    from: now(),
+                    node: self.node_of(&name),
+                };
+                self.ctx.believe(&belief, guard.mode(), guard.fence());
+                let granted = Some((guard.fence(), guard.mode()));
+                let c = Call {
+                    hold: Some(belief.hold),
+                    owner: Some(belief.owner.clone()),
+                    ..c
+                };
+                self.op(c, Outcome::Ok, None, granted);
+                let at = now();
+                self.end(held, at, "release").await;
+                let waiter = Held {
+                    guard,
+                    belief,
+                    wrote: false,
+                };
+                self.hold_and_release(waiter).await;
+            }
         }
     }
 
@@ -634,12 +884,24 @@ impl Task {
     }
 
     async fn hold_and_release(&mut self, mut h: Held) {
-        let time = self.hold_time();
+        // a conversion now and then (the roll decides which); one in three comes at a
+        // random point of the first two renewal periods (a renewal runs every lease/3),
+        // not right after the grant: before, during or after a renewal
+        let roll = self.rng.random_range(0..100);
+        let converts = match h.guard.mode() {
+            Mode::W => roll < 20,
+            Mode::U => roll < 60,
+            Mode::R => false,
+        };
+        let time = if converts && self.rng.random_range(0..3) == 0 {
+            let lease = self.ctx.spec.lease_ms;
+            Duration::from_millis(self.rng.random_range(0..lease * 2 / 3))
+        } else {
+            self.hold_time()
+        };
         if let Some(at) = self.work(&mut h, time).await {
             return self.end(h, at, "lost").await;
         }
-        // a conversion now and then
-        let roll = self.rng.random_range(0..100);
         let mut h = match h.guard.mode() {
             Mode::W if roll < 20 => match self.convert_down(h, roll < 15).await {
                 Some(h) => h,
@@ -713,11 +975,16 @@ impl Task {
         };
         match r {
             Ok(g) => {
-                let from = c.start;
+                let belief = Belief {
+                    from: c.start,
+                    node: self.node_of(&h.belief.name),
+                    ..h.belief
+                };
+                self.ctx.believe(&belief, g.mode(), g.fence());
                 self.op(c, Outcome::Ok, None, Some((g.fence(), g.mode())));
                 Some(Held {
                     guard: g,
-                    belief: Belief { from, ..h.belief },
+                    belief,
                     wrote: h.wrote,
                 })
             }
@@ -771,13 +1038,16 @@ impl Task {
             Some(Ok(Ok(w))) => {
                 let at = now();
                 self.segment(&h.belief, Mode::U, fence, at, "convert");
+                let belief = Belief {
+                    from: at,
+                    node: self.node_of(&h.belief.name),
+                    ..h.belief
+                };
+                self.ctx.believe(&belief, Mode::W, w.fence());
                 self.op(c, Outcome::Ok, None, Some((w.fence(), Mode::W)));
                 Some(Held {
                     guard: Guard::W(w),
-                    belief: Belief {
-                        from: at,
-                        ..h.belief
-                    },
+                    belief,
                     wrote: h.wrote,
                 })
             }
