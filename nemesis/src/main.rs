@@ -108,7 +108,7 @@ struct RunArgs {
     faults: String,
     /// Worker processes killed (SIGKILL) while a write of theirs waits in a queue, over
     /// the run, each replaced by a new worker (default: one per 30 s of run; none in the
-    /// last two leases and 5 s).
+    /// last lease and 10 s).
     #[arg(long)]
     queued_kills: Option<u32>,
     /// The resource accepts every access (no fence check): the checker must then report
@@ -425,14 +425,14 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
 }
 
 /// When the workers kill themselves while queued (`--queued-kills`): times drawn in
-/// `[t0 + 5 s, until - 2 leases - 5 s]`, each given to a random worker; per worker, in
+/// `[t0 + 5 s, until - lease - 10 s]`, each given to a random worker; per worker, in
 /// order (the worker started in place of a killed one gets the next).
 fn kill_plan(args: &RunArgs, t0: u64, until: u64) -> Vec<VecDeque<u64>> {
     let mut plan = vec![VecDeque::new(); args.workers as usize];
     let count = args.queued_kills.unwrap_or((args.duration / 30) as u32);
     let (lo, hi) = (
         t0 + 5_000_000_000,
-        until.saturating_sub((args.lease_ms * 2 + 5_000) * 1_000_000),
+        until.saturating_sub((args.lease_ms + 10_000) * 1_000_000),
     );
     if plan.is_empty() || hi <= lo {
         return plan;

@@ -53,7 +53,8 @@ pub struct WorkerSpec {
     /// `CLOCK_MONOTONIC` ns at which tasks stop starting new rounds.
     pub until: u64,
     /// `CLOCK_MONOTONIC` ns after which the worker kills itself (SIGKILL) while a write
-    /// of one of its tasks waits in a queue, if it is still two leases before `until`.
+    /// of one of its tasks waits in a queue, if it is still a lease and 5 s before
+    /// `until`.
     #[serde(default)]
     pub kill_at: Option<u64>,
     /// Where to write the history.
@@ -140,16 +141,20 @@ impl Ctx {
     }
 
     /// Whether this worker is due to kill itself now: its `kill_at` has come, the run
-    /// ends more than two leases later (its holds expire before the checks after the
-    /// run), and no other task has taken it on.
+    /// ends more than a lease and 5 s later (its holds expire before the checks after
+    /// the run), and no other task has taken it on.
     fn kill_due(&self) -> bool {
-        let t = now();
-        self.spec.kill_at.is_some_and(|at| t >= at)
-            && t + self.spec.lease_ms * 2_000_000 < self.spec.until
+        self.spec.kill_at.is_some_and(|at| now() >= at)
+            && self.may_die()
             && self
                 .dying
                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
+    }
+
+    /// Whether the run ends more than a lease and 5 s from now.
+    fn may_die(&self) -> bool {
+        now() + (self.spec.lease_ms + 5_000) * 1_000_000 < self.spec.until
     }
 
     /// Kills this process (SIGKILL, as the OOM killer or a `kill -9` would) after
@@ -724,7 +729,8 @@ impl Task {
     /// queues behind its own hold; 50-1,500 ms later the waiting call is dropped
     /// (`write_queued_dropped`) and the hold released, or, with `kill`, the whole worker
     /// process is killed while the call waits (`write_queued_killed`). Returns (alive)
-    /// when the name was not granted, or the queued call returned before.
+    /// when the name was not granted, the queued call returned before, or the run's end
+    /// came too near meanwhile (then the call is dropped).
     async fn queued_round(&mut self, kill: bool) {
         let i = self.rng.random_range(0..self.locks.len());
         let lock = self.locks[i].clone();
@@ -738,13 +744,8 @@ impl Task {
             return;
         };
         let wait = Duration::from_millis(self.rng.random_range(50..1_500));
-        let c = Call {
-            call: if kill {
-                "write_queued_killed"
-            } else {
-                "write_queued_dropped"
-            }
-            .into(),
+        let mut c = Call {
+            call: "write_queued_dropped".into(),
             name: name.clone(),
             hold: None,
             owner: None,
@@ -765,8 +766,10 @@ impl Task {
                 r = &mut waiter => Next::Returned(Box::new(r)),
                 _ = tokio::time::sleep(wait) => Next::Waited,
             };
-            if matches!(next, Next::Waited) && kill {
+            // (the blocking acquire may have taken long: still far enough from the end)
+            if matches!(next, Next::Waited) && kill && self.ctx.may_die() {
                 // the write waits in the queue: the process dies with it there
+                c.call = "write_queued_killed".into();
                 self.op(c, Outcome::Cancelled, None, None);
                 self.ctx.die();
             }
