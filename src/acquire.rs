@@ -18,6 +18,14 @@ use crate::scripts::{Attempt, Intent};
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
+/// What a timeout bounds: the wait for the lock, not the first attempt. However short
+/// the timeout (zero too), the first attempt (subscribing, the script, its confirmation)
+/// is made in full, within this long at least: zero means one attempt now, as `try_*`,
+/// and a grant won in time is never thrown away because its round trip outlasted the
+/// timeout. It is still short enough that a `*_timeout` call returns soon while the
+/// slot's master hangs.
+pub(crate) const FIRST_ATTEMPT: Duration = Duration::from_millis(100);
+
 /// What an attempt asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ask {
@@ -210,8 +218,12 @@ async fn wait_loop(
     attempts: &mut u32,
 ) -> Result<Hold> {
     check_owner(&owner)?;
+    let began = Instant::now();
     // a timeout too long to add to the clock (`Duration::MAX`) waits without a deadline
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let deadline = timeout.and_then(|t| began.checked_add(t));
+    // the first attempt is made in full, however short the timeout (see FIRST_ATTEMPT);
+    // later ones stop at the deadline
+    let mut attempt_deadline = deadline.map(|d| d.max(began + FIRST_ATTEMPT));
     let timed_out = || Error::Timeout(timeout.unwrap_or_default());
     let inner = &lock.inner;
     let mut id = inner.next_hold_id();
@@ -241,7 +253,7 @@ async fn wait_loop(
         if sub.is_none() {
             if let Some(n) = inner.notifier() {
                 let join = n.join(&lock.channel, lock.slot);
-                let Some(joined) = within(deadline, join).await else {
+                let Some(joined) = within(attempt_deadline, join).await else {
                     give_up!();
                 };
                 sub = Some(joined);
@@ -249,10 +261,11 @@ async fn wait_loop(
         }
         leftovers.armed = true;
         *attempts += 1;
-        let attempt = attempt(lock, &owner, ask, id, true, deadline);
-        let Some(outcome) = within(deadline, attempt).await else {
+        let attempt = attempt(lock, &owner, ask, id, true, attempt_deadline);
+        let Some(outcome) = within(attempt_deadline, attempt).await else {
             give_up!();
         };
+        attempt_deadline = deadline;
         let wait = match outcome {
             Ok(Outcome::Granted(hold)) => {
                 leftovers.armed = false;

@@ -205,8 +205,10 @@ impl LockClient {
     /// holds on purpose.
     ///
     /// Fails with [`Error::InvalidName`] when the name is empty, longer than 1,024 bytes,
-    /// or starts with `}` without a hashtag of its own. A name with a non-empty `{tag}`
-    /// keeps it: the lock lands in the tag's slot (see [`keys`](crate::keys)).
+    /// or has braces that cannot be what was meant (a `{` not closed, a `}` that closes
+    /// nothing, a `{` inside braces: `acct:{3`). A name with a non-empty `{tag}` keeps
+    /// it: the lock lands in the tag's slot, with the application's keys of that tag
+    /// (see [`keys`](crate::keys), and [`RwLock::same_slot_as`] to check a data key).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {

@@ -685,6 +685,14 @@ fn check_client_name(name: &str) -> Result<()> {
 /// `InvalidConfig`, shown without its password.
 fn parse_url(url: &str) -> Result<Config> {
     check_scheme(url)?;
+    // refused where it is given, not at connect
+    #[cfg(not(feature = "tls"))]
+    if url.starts_with("rediss") {
+        return Err(Error::InvalidConfig(format!(
+            "{}: rediss:// asks for TLS, and this build of cluster-rwlock has none: enable its cargo feature `tls`",
+            redact(url)
+        )));
+    }
     Config::from_url(url).map_err(|e| Error::InvalidConfig(format!("{}: {e}", redact(url))))
 }
 
@@ -809,6 +817,14 @@ mod tests {
         }
         assert!(LockConfig::from_url("not a url").is_err());
         assert!(LockConfig::from_url("redis://127.0.0.1:6379").is_ok());
+        // TLS asked of a build without it: refused where it is given
+        let tls = LockConfig::from_url("rediss://app:s3cret@127.0.0.1:6380");
+        if cfg!(feature = "tls") {
+            assert!(tls.is_ok());
+        } else {
+            let e = tls.unwrap_err().to_string();
+            assert!(e.contains("feature `tls`") && !e.contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

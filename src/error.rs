@@ -17,8 +17,9 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The lock name is empty, longer than 1,024 bytes, or starts with `}` without a
-    /// hashtag of its own (which would leave the key without a hashtag).
+    /// The lock name is empty, longer than 1,024 bytes, or its braces cannot be what was
+    /// meant: a `{` not closed, a `}` that closes nothing, a `{` inside braces (`acct:{3`
+    /// would land in another slot than the data `acct:{3}:balance`).
     #[error("invalid lock name: {0}")]
     InvalidName(String),
     /// The configuration cannot work (a prefix with braces, a zero lease, a bad URL, ...).

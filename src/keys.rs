@@ -48,6 +48,13 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             name.len()
         )));
     }
+    if let Some(why) = unbalanced(name) {
+        // `acct:{3` or `acct:3}`: a typo that would put the lock in another slot than
+        // the data it guards (`acct:{3}:balance`)
+        return Err(Error::InvalidName(format!(
+            "the name {name:?} has {why}; a hashtag is written `{{tag}}`"
+        )));
+    }
     if let Some(bare) = alias_of(name) {
         // `{x}` would be the key of the lock `x`: one lock under two names
         return Err(Error::InvalidName(format!(
@@ -100,6 +107,22 @@ pub fn lock_name(prefix: &str, key: &str) -> Option<String> {
         None => return None,
     };
     (check_name(name).is_ok()).then(|| name.to_string())
+}
+
+/// What is wrong with the braces of `name`: one not closed, one closed that was not
+/// opened, or one opened inside another (`None`: every `{` has its `}`, in order).
+fn unbalanced(name: &str) -> Option<&'static str> {
+    let mut open = false;
+    for c in name.chars() {
+        match (c, open) {
+            ('{', false) => open = true,
+            ('{', true) => return Some("a '{' inside braces"),
+            ('}', true) => open = false,
+            ('}', false) => return Some("a '}' that closes nothing"),
+            _ => {}
+        }
+    }
+    open.then_some("a '{' that is not closed")
 }
 
 /// For a tagged name wrapped whole in braces whose inside has no tag of its own (`{x}`),
@@ -158,7 +181,6 @@ mod tests {
             "orders:{42}",
             "a{}b",
             "{}",
-            "x}y",
             "{u}:profile",
             "a:released",
         ] {
@@ -173,17 +195,37 @@ mod tests {
     fn names_are_checked() {
         assert!(check_name("").is_err());
         assert!(check_name("}x").is_err());
-        assert!(check_name("}{tag}").is_ok());
         assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
         // one lock, one name: `{x}` would share the key of `x`
-        for alias in ["{alias}", "{{}}", "{a}b}", "{a}{b}", "{x}.{y}"] {
+        // (and two tags, each whole: the key of the name inside the outer braces)
+        for alias in ["{a}{b}", "{x}.{y}"] {
+            assert!(check_name(alias).is_err(), "{alias}");
+        }
+        for alias in ["{alias}", "{orders:42}"] {
             assert!(check_name(alias).is_err(), "{alias}");
             let bare = alias_of(alias).unwrap();
             assert!(check_name(bare).is_ok());
             assert_eq!(lock_key("p", alias), lock_key("p", bare));
         }
-        for fine in ["{alias}x", "x{alias}", "{a}{b}c", "{x}.y"] {
+        for fine in [
+            "{alias}x",
+            "x{alias}",
+            "{a}{b}c",
+            "{x}.y",
+            "acct:{ 3}",
+            "a{}b",
+        ] {
             assert!(check_name(fine).is_ok(), "{fine}");
+        }
+        // braces that cannot be what was meant: the lock would land in another slot
+        // than the data of the tag it seems to name
+        for typo in [
+            "acct:{3", "acct:3}", "}{tag}", "{{}}", "{a}b}", "a{b{c}}", "a{", "x}y",
+        ] {
+            match check_name(typo) {
+                Err(Error::InvalidName(why)) => assert!(why.contains("hashtag"), "{why}"),
+                other => panic!("{typo}: {other:?}"),
+            }
         }
         assert!(check_prefix("a{b").is_err());
         assert!(check_prefix("").is_err());

@@ -138,8 +138,14 @@
 //!   Subscriptions follow their slot to its new master after failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
-//! - **No call hangs.** `*_timeout` returns within its time, also while the slot's master
-//!   hangs ([`UpgradableReadGuard::upgrade_timeout`] within half a second more: it
+//! - **What a timeout bounds.** A timeout bounds the wait for the lock, not the first
+//!   attempt: however short it is (zero too), one attempt is made in full (subscribing,
+//!   the script and its confirmation), so zero means "one attempt now", as `try_*`, and a
+//!   grant won in time is never thrown away because its round trip outlasted the
+//!   timeout. Later attempts and the waiting between them stop at the timeout.
+//! - **No call hangs.** `*_timeout` returns within its time (within 100 ms for a shorter
+//!   timeout: the first attempt's bound), also while the slot's master hangs
+//!   ([`UpgradableReadGuard::upgrade_timeout`] within half a second more: it
 //!   withdraws the pending upgrade before it gives the guard back). Other calls are
 //!   bounded by the command timeout ([`LockConfig::command_timeout`]); a release is
 //!   followed through failovers for up to a lease.

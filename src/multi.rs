@@ -15,6 +15,16 @@
 //! fences, leases and confirmation are those of [`RwLock`]. Waiting for a member uses
 //! its release messages, not polling.
 //!
+//! # Fairness: what a read multi-lock can expect
+//! Writer preference is per lock: a reader waits while a writer of that lock holds or
+//! is queued. A read multi-lock waits for its members in turn, so on names that writers
+//! keep busy it waits for a gap in the writers of EACH member, one after the other, while
+//! holding the members it took (which keeps writers of those out meanwhile). Its wait
+//! grows with the number of busy members: an auditor that reads many accounts under a
+//! steady stream of transfers waits seconds where a read of one account waits
+//! milliseconds. Give such a reader a timeout, take fewer members at a time, or make it
+//! a writer of one name that the writers also take in read mode (a lock over the set).
+//!
 //! # Failure
 //! On a timeout, an error or a dropped future, the members already taken are released
 //! (at once, or in the background for a dropped future), and the member being waited
@@ -261,6 +271,23 @@ impl MultiGuard {
             .iter()
             .map(|g| (g.lock().name(), g.fence()))
             .collect()
+    }
+
+    /// The fence of member `name`'s grant (`None`: not a member).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// let guard = client.multi([("a", Mode::Write), ("b", Mode::Read)])?.lock().await?;
+    /// assert!(guard.fence("a").is_some());
+    /// assert_eq!(guard.fence("c"), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self, name: &str) -> Option<u64> {
+        self.members
+            .iter()
+            .find(|g| g.lock().name() == name)
+            .map(|g| g.fence())
     }
 
     /// The members' guards, in the order they were taken.

@@ -17,7 +17,7 @@ Examples:
 Exit codes of `run`: the command's status (128+N when killed by signal N);
   64 bad arguments, 69 Redis unreachable or failing, 70 the lease was lost while the
   command ran, 75 not granted within --timeout, 126 command not executable,
-  127 command not found.";
+  127 command not found. `break`: 3 when the lock held nothing to break.";
 
 /// Take a distributed read/write lock on Redis Cluster (or Valkey, or one node) from the
 /// shell, and look at the locks held.
@@ -36,12 +36,12 @@ pub struct Cli {
     /// Key prefix of the locks.
     #[arg(long, default_value = cluster_rwlock::DEFAULT_PREFIX, global = true)]
     pub prefix: String,
-    /// Lease of the holds (renewed every third of it while the command runs).
-    #[arg(long, value_parser = duration, default_value = "30s", global = true)]
-    pub lease: Duration,
-    /// A readable name for the holds this command takes (shown by `inspect`, `list`
-    /// and `watch`; default `<pid>@<host>`). It changes nothing about ownership.
-    #[arg(long, env = "CLUSTER_RWLOCK_NAME", global = true)]
+    /// `run`'s `--lease`, given before the subcommand (kept for scripts that do so;
+    /// only `run` takes holds, so only its help shows it).
+    #[arg(long, value_parser = duration, hide = true)]
+    pub lease: Option<Duration>,
+    /// `run`'s `--name`, given before the subcommand, or from `CLUSTER_RWLOCK_NAME`.
+    #[arg(long, env = "CLUSTER_RWLOCK_NAME", hide = true)]
     pub name: Option<String>,
     /// With a `rediss://` URL: trust the certificate authorities in this PEM file
     /// instead of the system's.
@@ -111,6 +111,15 @@ pub struct RunArgs {
     /// lease), so that it is gone before the lease can end: at most a quarter of the lease.
     #[arg(long, value_parser = duration, default_value = "5s")]
     pub grace: Duration,
+    /// Lease of the hold (renewed every third of it while the command runs) [default:
+    /// 30s].
+    #[arg(long, value_parser = duration)]
+    pub lease: Option<Duration>,
+    /// A readable name for the hold this command takes (shown by `inspect`, `list` and
+    /// `watch`; default `<pid>@<host>`; also `CLUSTER_RWLOCK_NAME`). It changes nothing
+    /// about ownership.
+    #[arg(long = "name", value_name = "NAME")]
+    pub client_name: Option<String>,
     /// The lock's name.
     pub name: String,
     /// The command and its arguments (after `--`).

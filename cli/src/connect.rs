@@ -9,21 +9,31 @@ use crate::args::Cli;
 pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>> {
     // `redis://` of a cluster node means the cluster: the library asks the node
     let base = LockConfig::from_url(cli.url.as_str())?;
-    let base = match &cli.name {
+    // the lease and the client name matter to `run` only: the holds it takes
+    let (lease, name) = match &cli.command {
+        crate::args::Command::Run(a) => (
+            a.lease
+                .or(cli.lease)
+                .unwrap_or(cluster_rwlock::DEFAULT_LEASE),
+            a.client_name.as_ref().or(cli.name.as_ref()),
+        ),
+        _ => (cluster_rwlock::DEFAULT_LEASE, None),
+    };
+    let base = match name {
         Some(name) => base.client_name(name.as_str()),
         None => base,
     };
     let base = tls(base, cli)?;
-    let config = base.prefix(cli.prefix.as_str()).lease(cli.lease);
+    let config = base.prefix(cli.prefix.as_str()).lease(lease);
     // `run` tells its command the lease is lost, then kills it after `--grace`: the
     // command must be gone before the server's lease can end
     let config = match &cli.command {
         crate::args::Command::Run(a) if a.on_lost == crate::args::OnLost::Term => {
             let margin = config.margin() + a.grace;
-            if margin > cli.lease / 2 {
+            if margin > lease / 2 {
                 return Err(format!(
                     "--grace {:?} is too long for --lease {:?}: the command is told at lease/4 + grace before the lease ends, which must be at most half the lease",
-                    a.grace, cli.lease
+                    a.grace, lease
                 )
                 .into());
             }

@@ -210,6 +210,16 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
         .iter()
         .filter(|h| a.owner.as_deref().is_none_or(|o| o == h.owner))
         .collect();
+    if going.is_empty() {
+        println!(
+            "nothing to break: {} has no hold{}",
+            a.name,
+            a.owner
+                .as_deref()
+                .map_or(String::new(), |o| format!(" of owner {o}"))
+        );
+        return crate::code::NOTHING_HELD;
+    }
     if !a.yes {
         println!(
             "would remove {} hold(s) of {} owner(s) of {} (run again with --yes):",
@@ -228,7 +238,20 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
         }
         return 0;
     }
+    let whose = a
+        .owner
+        .as_deref()
+        .map_or(String::new(), |o| format!(" of owner {o}"));
     match client.force_release(&a.name, a.owner.as_deref()).await {
+        Ok(r) if r.holds_removed == 0 => {
+            println!(
+                "nothing to break: {} had no hold{whose}{}",
+                a.name,
+                r.fence
+                    .map_or(String::new(), |f| format!(" (its fence is now {f})"))
+            );
+            crate::code::NOTHING_HELD
+        }
         Ok(r) => {
             println!(
                 "broke {}: {} hold(s) removed, fence raised to {}; the holders learn it at their next renewal",

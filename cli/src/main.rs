@@ -22,6 +22,8 @@ pub mod code {
     pub const LOST: i32 = 70;
     /// The lock was not granted within `--timeout`.
     pub const BUSY: i32 = 75;
+    /// `break`: the lock held nothing to break (of the owner given).
+    pub const NOTHING_HELD: i32 = 3;
     /// The command could not be run.
     pub const NOT_EXECUTABLE: i32 = 126;
     /// The command was not found.
@@ -53,7 +55,10 @@ fn main() {
             Ok(c) => c,
             Err(e) => {
                 // the error names the node; the URL may carry a password
-                eprintln!("cluster-rwlock: cannot connect: {e}");
+                eprintln!(
+                    "cluster-rwlock: cannot connect: {e}{}",
+                    connect_hint(&cli.url)
+                );
                 return code::UNAVAILABLE;
             }
         };
@@ -69,6 +74,24 @@ fn main() {
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     std::process::exit(status);
+}
+
+/// What to try when the connection failed: where the URL came from, and TLS.
+fn connect_hint(url: &str) -> String {
+    let given = std::env::var_os("CLUSTER_RWLOCK_URL").is_some()
+        || std::env::args().any(|a| a == "--url" || a.starts_with("--url="));
+    let mut hint = String::new();
+    if !given {
+        hint.push_str(
+            "\n  (no --url given: this tried the default, redis://127.0.0.1:6379; pass --url or set CLUSTER_RWLOCK_URL)",
+        );
+    }
+    if url.starts_with("rediss") {
+        hint.push_str(
+            "\n  (rediss:// speaks TLS: if that port is plaintext, use redis://; with a private CA, pass --tls-ca)",
+        );
+    }
+    hint
 }
 
 /// Prints an error of the library and returns its exit code.

@@ -282,6 +282,21 @@ impl RwLock {
         &self.raw.channel
     }
 
+    /// Whether `key` (a key of the application's data) is in this lock's slot: the lock
+    /// can then guard it in the same node, and a script may touch both. A name whose tag
+    /// differs from the data's (`acct:{ 3}` for `acct:{3}:balance`) is a legal name of
+    /// another slot: this is how to catch it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// assert!(client.rwlock("acct:{3}")?.same_slot_as("acct:{3}:balance"));
+    /// assert!(!client.rwlock("acct:{ 3}")?.same_slot_as("acct:{3}:balance"));
+    /// # Ok(()) }
+    /// ```
+    pub fn same_slot_as(&self, key: &str) -> bool {
+        crate::slot::key_slot(key.as_bytes()) == self.slot()
+    }
+
     /// The key's cluster hash slot, computed locally; equals `CLUSTER KEYSLOT <key>`.
     ///
     /// ```no_run

@@ -98,7 +98,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         // the release of the only hold: the tombstone
         for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
             let released = scripts.release(on(key), "owner-1", hold).await.unwrap();
-            assert!(released, "{key}");
+            assert_eq!(released, super::Released::Now, "{key}");
         }
         let (f, g) = (
             snapshot(&node, &fast_key).await,
@@ -176,7 +176,10 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
         .unwrap();
     assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
     // the reader leaves: the pending upgrade becomes write hold 2
-    assert!(scripts.release(on, "reader", 1).await.unwrap());
+    assert_eq!(
+        scripts.release(on, "reader", 1).await.unwrap(),
+        super::Released::Now
+    );
     let entry: String = node.hget(&key, "o:up").await.unwrap();
     assert!(entry.starts_with("w2:"), "{entry}");
     // ... just as the caller gave up
