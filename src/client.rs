@@ -295,9 +295,12 @@ impl LockClient {
         self.inner.cluster.sharded
     }
 
-    /// A cluster-aware fred client on the same servers, for diagnostics (do not touch the
-    /// lock keys with it). It is connected on first use; the locks never use it: they go
-    /// through connections of their own to each node.
+    /// A cluster-aware fred client on the same servers (the same URLs, credentials and
+    /// TLS), connected on first use. The application may use it for its own data, such as
+    /// the keys a lock guards under the same `{tag}`, instead of building a second client:
+    /// the locks never use it (they go through connections of their own to each node), so
+    /// its traffic does not delay lock calls, nor theirs its commands. Do not touch the
+    /// lock keys (`<prefix>:...`) with it.
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
