@@ -34,7 +34,8 @@ async fn connect(
 async fn a_downgrade_is_believed_no_longer_than_the_hold_it_came_from() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("downgrade-belief");
-    let lease = Duration::from_secs(4);
+    // long enough that the cut is in place well before the first renewal (lease/3)
+    let lease = Duration::from_secs(8);
     let client = connect(&cluster, &p, |c| c.lease(lease)).await;
     let lock = client.rwlock("doc").unwrap();
     let master = cluster.master_for_slot(lock.slot()).await.unwrap();
@@ -46,16 +47,18 @@ async fn a_downgrade_is_believed_no_longer_than_the_hold_it_came_from() {
         .cut_replication(master.index)
         .await
         .expect("cut_replication (needs iptables and root)");
+    let cut_after = sent.elapsed();
+    assert!(cut_after < lease / 3, "the cut took {cut_after:?}");
     // late in the belief, after a renewal the replica did not confirm
-    tokio::time::sleep_until((sent + Duration::from_millis(2_500)).into()).await;
+    tokio::time::sleep_until((sent + Duration::from_millis(5_000)).into()).await;
     assert!(!write.is_lost());
     let read = write.downgrade().await.expect("downgrade");
-    let lost = tokio::time::timeout(Duration::from_secs(8), read.lost()).await;
+    let lost = tokio::time::timeout(Duration::from_secs(12), read.lost()).await;
     let at = sent.elapsed();
     cluster.restore_replication(master.index).await.unwrap();
     assert!(lost.is_ok(), "the read hold was never told lost");
     assert!(
-        Instant::now() <= believed_until + Duration::from_millis(300),
+        sent + at <= believed_until + Duration::from_millis(500),
         "the read hold was believed until {at:?}, past the write hold's belief ({:?})",
         believed_until - sent
     );
@@ -187,7 +190,7 @@ async fn a_writer_that_died_while_queued_blocks_no_longer_than_its_queue_entry()
         free_at - t0
     );
     assert!(
-        free_at <= last_attempt + lease + Duration::from_millis(700),
+        free_at <= last_attempt + lease + Duration::from_millis(1_200),
         "the ghost's hold lasted past its queue entry: free {:?} after its last attempt",
         free_at - last_attempt
     );
