@@ -361,6 +361,28 @@ impl Task {
     }
 
     /// Records `c` as returned now.
+    /// Records that call `c` was granted `guard` on `name`: a new belief from `from`
+    /// (`explicit`: under an owner given with `with_owner`), and the call's success
+    /// with the hold it made.
+    fn granted(&self, c: Call, name: &str, guard: &Guard, explicit: bool, from: u64) -> Belief {
+        let belief = Belief {
+            hold: self.ctx.next_hold(),
+            name: name.to_string(),
+            owner: guard.owner(),
+            explicit,
+            from,
+            node: self.node_of(name),
+        };
+        self.ctx.believe(&belief, guard.mode(), guard.fence());
+        let c = Call {
+            hold: Some(belief.hold),
+            owner: Some(belief.owner.clone()),
+            ..c
+        };
+        self.op(c, Outcome::Ok, None, Some((guard.fence(), guard.mode())));
+        belief
+    }
+
     fn op(&self, c: Call, outcome: Outcome, error: Option<String>, granted: Option<(u64, Mode)>) {
         let node = granted.and_then(|_| self.node_of(&c.name));
         self.ctx.record(Event::Op {
@@ -544,22 +566,7 @@ impl Task {
                 None
             }
             Some(Ok(Some(guard))) => {
-                let belief = Belief {
-                    hold: self.ctx.next_hold(),
-                    name: name.to_string(),
-                    owner: guard.owner(),
-                    explicit,
-                    from: now(),
-                    node: self.node_of(name),
-                };
-                self.ctx.believe(&belief, guard.mode(), guard.fence());
-                let granted = Some((guard.fence(), guard.mode()));
-                let c = Call {
-                    hold: Some(belief.hold),
-                    owner: Some(belief.owner.clone()),
-                    ..c
-                };
-                self.op(c, Outcome::Ok, None, granted);
+                let belief = self.granted(c, name, &guard, explicit, now());
                 Some(Held {
                     guard,
                     belief,
@@ -668,21 +675,7 @@ impl Task {
                 cluster_rwlock::AnyGuard::Write(w) => Guard::W(w),
                 cluster_rwlock::AnyGuard::Upgradable(u) => Guard::U(u),
             };
-            let belief = Belief {
-                hold: self.ctx.next_hold(),
-                name: name.clone(),
-                owner: guard.owner(),
-                explicit: false,
-                from,
-                node: self.node_of(&name),
-            };
-            self.ctx.believe(&belief, guard.mode(), guard.fence());
-            let c = Call {
-                hold: Some(belief.hold),
-                owner: Some(belief.owner.clone()),
-                ..member_call(&name)
-            };
-            self.op(c, Outcome::Ok, None, Some((guard.fence(), guard.mode())));
+            let belief = self.granted(member_call(&name), &name, &guard, false, from);
             held.push(Held {
                 guard,
                 belief,
@@ -797,22 +790,7 @@ impl Task {
             Ok(guard) => {
                 // granted while this task believed it held the name: only right if the
                 // hold was lost unnoticed (the checker reports the overlap otherwise)
-                let belief = Belief {
-                    hold: self.ctx.next_hold(),
-                    name: name.clone(),
-                    owner: guard.owner(),
-                    explicit: false,
-                    from: now(),
-                    node: self.node_of(&name),
-                };
-                self.ctx.believe(&belief, guard.mode(), guard.fence());
-                let granted = Some((guard.fence(), guard.mode()));
-                let c = Call {
-                    hold: Some(belief.hold),
-                    owner: Some(belief.owner.clone()),
-                    ..c
-                };
-                self.op(c, Outcome::Ok, None, granted);
+                let belief = self.granted(c, &name, &guard, false, now());
                 let at = now();
                 self.end(held, at, "release").await;
                 let waiter = Held {
