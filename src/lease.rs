@@ -301,18 +301,18 @@ mod tests {
         s.into()
     }
 
-    /// Adds a hold granted by a call sent at `sent` (its state's belief set from it).
+    /// Adds a hold granted by a call sent at `sent`, believed from then as `Hold::new`
+    /// does: its state, and whether it was the book's first hold.
     fn put(
         keeper: &Keeper,
         key: &Arc<str>,
         owner: &Arc<str>,
         id: u64,
-        state: Arc<HoldState>,
         sent: Instant,
-    ) -> bool {
-        state.until_ns.store(0, Ordering::Release);
-        state.extend(keeper.belief(sent));
-        keeper.add(key, owner, id, state)
+    ) -> (Arc<HoldState>, bool) {
+        let state = HoldState::new(keeper.belief(sent));
+        let first = keeper.add(key, owner, id, state.clone());
+        (state, first)
     }
 
     #[tokio::test]
@@ -320,30 +320,9 @@ mod tests {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let k = arc("rwlock:{a}");
         let now = Instant::now();
-        assert!(put(
-            &keeper,
-            &k,
-            &arc("o1"),
-            1,
-            HoldState::new(Instant::now()),
-            now
-        ));
-        assert!(!put(
-            &keeper,
-            &k,
-            &arc("o1"),
-            2,
-            HoldState::new(Instant::now()),
-            now
-        ));
-        assert!(!put(
-            &keeper,
-            &k,
-            &arc("o2"),
-            3,
-            HoldState::new(Instant::now()),
-            now
-        ));
+        assert!(put(&keeper, &k, &arc("o1"), 1, now).1);
+        assert!(!put(&keeper, &k, &arc("o1"), 2, now).1);
+        assert!(!put(&keeper, &k, &arc("o2"), 3, now).1);
         assert_eq!(keeper.held(), 3);
         let snap = keeper.snapshot(1);
         assert_eq!(snap.len(), 2, "one owner per entry");
@@ -356,13 +335,9 @@ mod tests {
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let (kept, gone) = (
-            HoldState::new(Instant::now()),
-            HoldState::new(Instant::now()),
-        );
         let now = Instant::now();
-        put(&keeper, &k, &o, 1, kept.clone(), now);
-        put(&keeper, &k, &o, 2, gone.clone(), now);
+        let (kept, _) = put(&keeper, &k, &o, 1, now);
+        let (gone, _) = put(&keeper, &k, &o, 2, now);
         let owners = vec![(o.clone(), vec![1, 2])];
         keeper.renewed(&k, &owners, vec![vec![1]], now);
         assert!(!kept.is_lost());
@@ -374,13 +349,9 @@ mod tests {
     async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let (renewed, not_named) = (
-            HoldState::new(Instant::now()),
-            HoldState::new(Instant::now()),
-        );
         let t0 = Instant::now();
-        put(&keeper, &k, &o, 1, renewed.clone(), t0);
-        put(&keeper, &k, &o, 2, not_named.clone(), t0);
+        let (renewed, _) = put(&keeper, &k, &o, 1, t0);
+        let (not_named, _) = put(&keeper, &k, &o, 2, t0);
         // a renewal sent 2 s later named hold 1 only (hold 2 was granted after its
         // snapshot, say): the server moved hold 1's deadline on, not hold 2's
         let owners = vec![(o.clone(), vec![1])];
@@ -395,8 +366,7 @@ mod tests {
     async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
         let (k, o) = (arc("k"), arc("o"));
-        let from = HoldState::new(Instant::now());
-        put(&keeper, &k, &o, 1, from.clone(), Instant::now());
+        let (from, _) = put(&keeper, &k, &o, 1, Instant::now());
         from.set_converting(true);
         // the renewal ran after the conversion script replaced hold 1 by hold 2
         keeper.renewed(
@@ -446,9 +416,8 @@ mod tests {
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
         let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
-        let state = HoldState::new(Instant::now());
         let now = Instant::now();
-        put(&keeper, &arc("k"), &arc("o"), 1, state.clone(), now);
+        let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, now);
         keeper.expire(now + Duration::from_secs(2));
         assert!(!state.is_lost());
         keeper.expire(now + Duration::from_secs(3));
@@ -459,9 +428,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
         let keeper = Arc::new(Keeper::new(Duration::from_secs(4), Duration::from_secs(1)));
-        let state = HoldState::new(Instant::now());
         let sent = Instant::now();
-        put(&keeper, &arc("k"), &arc("o"), 1, state.clone(), sent);
+        let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, sent);
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
         tokio::time::sleep_until(sent + Duration::from_millis(2_990)).await;
         assert!(!state.is_lost());
@@ -472,9 +440,8 @@ mod tests {
             "{at:?}"
         );
         // a renewal confirmed later moves the belief on; one sent earlier does not
-        let again = HoldState::new(Instant::now());
         let sent2 = Instant::now();
-        put(&keeper, &arc("k"), &arc("o"), 2, again.clone(), sent2);
+        let (again, _) = put(&keeper, &arc("k"), &arc("o"), 2, sent2);
         let owners = vec![(arc("o"), vec![2])];
         keeper.renewed(
             &arc("k"),
