@@ -289,6 +289,17 @@ struct Batch {
     acked: Option<u32>,
 }
 
+impl Batch {
+    /// With `confirm` asked for, and fewer replicas than it wants acknowledged: replicas
+    /// wanted and those that acknowledged (`None`: confirmed, or not asked for).
+    fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<(u32, u32)> {
+        let acked = self.acked.unwrap_or(0);
+        confirm
+            .filter(|c| acked < c.wanted)
+            .map(|c| (c.wanted, acked))
+    }
+}
+
 /// Sends the `EVALSHA` calls (`calls`: their arguments) in one pipeline: after `ASKING`
 /// when `asking` (for one call: the flag lasts one command); with `confirm`, between
 /// `CLIENT ID` and `WAIT`, `CLIENT ID`. The replicas that acknowledged count only if
@@ -450,11 +461,7 @@ impl Scripts {
                     }
                     Err(e) => return Err(e.into()),
                     Ok(value) => {
-                        let acked = batch.acked.unwrap_or(0);
-                        let unconfirmed = t
-                            .confirm
-                            .filter(|c| acked < c.wanted)
-                            .map(|c| (c.wanted, acked));
+                        let unconfirmed = batch.unconfirmed(t.confirm);
                         return Ok(Ran { value, unconfirmed });
                     }
                 }
@@ -761,10 +768,7 @@ impl Scripts {
             })
             .collect();
         let batch = send_batch(client, counters, false, confirm, calls).await;
-        let acked = batch.acked.unwrap_or(0);
-        let unconfirmed = confirm
-            .filter(|c| acked < c.wanted)
-            .map(|c| (c.wanted, acked));
+        let unconfirmed = batch.unconfirmed(confirm);
         if let Some((wanted, acked)) = unconfirmed {
             crate::observe::not_replicated("(renewal)", wanted, acked);
         }
