@@ -210,14 +210,12 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
         .iter()
         .filter(|h| a.owner.as_deref().is_none_or(|o| o == h.owner))
         .collect();
+    let whose = a
+        .owner
+        .as_deref()
+        .map_or(String::new(), |o| format!(" of owner {o}"));
     if going.is_empty() {
-        println!(
-            "nothing to break: {} has no hold{}",
-            a.name,
-            a.owner
-                .as_deref()
-                .map_or(String::new(), |o| format!(" of owner {o}"))
-        );
+        println!("nothing to break: {} has no hold{whose}", a.name);
         return crate::code::NOTHING_HELD;
     }
     if !a.yes {
@@ -238,11 +236,8 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
         }
         return 0;
     }
-    let whose = a
-        .owner
-        .as_deref()
-        .map_or(String::new(), |o| format!(" of owner {o}"));
     match client.force_release(&a.name, a.owner.as_deref()).await {
+        // (its holds ran out or were released since the look above)
         Ok(r) if r.holds_removed == 0 => {
             println!(
                 "nothing to break: {} had no hold{whose}{}",
