@@ -8,23 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{Error, LockClient, LockConfig};
+use cluster_rwlock::{Error, LockClient};
 use cluster_rwlock_testkit::TestCluster;
-use common::{assert_no_keys, client_with, cluster, prefix, with_tls};
+use common::{assert_no_keys, client_with, cluster, prefix};
 use fred::prelude::*;
-
-async fn connect(
-    cluster: &TestCluster,
-    prefix: &str,
-    tune: impl FnOnce(LockConfig) -> LockConfig,
-) -> LockClient {
-    LockClient::connect(tune(with_tls(
-        cluster,
-        LockConfig::cluster(cluster.seed_urls()).prefix(prefix),
-    )))
-    .await
-    .expect("lock client")
-}
 
 /// A downgrade is not confirmed by the replicas, so the hold it makes is believed no
 /// longer than the hold it came from: while the replica is cut off (renewals not
@@ -36,7 +23,7 @@ async fn a_downgrade_is_believed_no_longer_than_the_hold_it_came_from() {
     let p = prefix("downgrade-belief");
     // long enough that the cut is in place well before the first renewal (lease/3)
     let lease = Duration::from_secs(8);
-    let client = connect(&cluster, &p, |c| c.lease(lease)).await;
+    let client = client_with(&cluster, |c| c.prefix(&p).lease(lease)).await;
     let lock = client.rwlock("doc").unwrap();
     let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     let sent = Instant::now();
@@ -137,22 +124,13 @@ async fn a_writer_that_died_while_queued_blocks_no_longer_than_its_queue_entry()
     let cluster = cluster().await;
     let p = prefix("ghost-writer");
     let lease = Duration::from_secs(3);
-    let seeds = cluster.seed_urls();
-    let tls = cluster.tls().map(|t| t.ca_pem().to_string());
-    let config = move || {
-        let c = LockConfig::cluster(seeds.clone()).prefix(&p).lease(lease);
-        match &tls {
-            #[cfg(feature = "tls")]
-            Some(ca) => c.tls_ca_pem(ca.clone()),
-            _ => c,
-        }
-    };
-    let client = LockClient::connect(config()).await.unwrap();
+    let config = common::config(cluster).prefix(&p).lease(lease);
+    let client = LockClient::connect(config.clone()).await.unwrap();
     let t0 = Instant::now();
     let holder = client.rwlock("ghost").unwrap().write().await.unwrap();
     // the ghost: a writer in a runtime of its own, queued, then the runtime is gone (no
     // task of it runs again: no withdrawal, no refresh)
-    let ghost_config = config();
+    let ghost_config = config;
     let (queued_tx, queued_rx) = std::sync::mpsc::channel();
     let ghost = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -205,8 +183,8 @@ async fn calls_follow_ask_while_the_slot_migrates() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("ask");
     let lease = Duration::from_secs(3);
-    let client = connect(&cluster, &p, |c| c.lease(lease)).await;
-    let other = connect(&cluster, &p, |c| c.lease(lease)).await;
+    let client = client_with(&cluster, |c| c.prefix(&p).lease(lease)).await;
+    let other = client_with(&cluster, |c| c.prefix(&p).lease(lease)).await;
     let lock = client.rwlock("moving").unwrap();
     let held = lock.read().await.unwrap();
     let from = cluster.master_for_slot(lock.slot()).await.unwrap();
@@ -308,12 +286,13 @@ async fn an_upgradable_waiter_sleeps_until_the_upgradable_hold_is_released() {
 async fn a_resent_release_that_finds_nothing_is_not_reported_as_released() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("resent-release");
-    let client = connect(&cluster, &p, |c| {
-        c.lease(Duration::from_secs(20))
+    let client = client_with(&cluster, |c| {
+        c.prefix(&p)
+            .lease(Duration::from_secs(20))
             .command_timeout(Duration::from_millis(300))
     })
     .await;
-    let admin = connect(&cluster, &p, |c| c).await;
+    let admin = client_with(&cluster, |c| c.prefix(&p)).await;
     let lock = client.rwlock("gone").unwrap();
     let held = lock.write().await.unwrap();
     let master = cluster.master_for_slot(lock.slot()).await.unwrap();
@@ -368,7 +347,7 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("fifo-under-lag");
     let lease = Duration::from_secs(6);
-    let client = connect(&cluster, &p, |c| c.lease(lease)).await;
+    let client = client_with(&cluster, |c| c.prefix(&p).lease(lease)).await;
     let lock = client.rwlock("fifo").unwrap();
     let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     let t0 = Instant::now();
@@ -422,7 +401,7 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
 async fn an_unconfirmed_upgrade_is_undone_before_it_is_tried_again() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("upgrade-undo");
-    let client = connect(&cluster, &p, |c| c.lease(Duration::from_secs(10))).await;
+    let client = client_with(&cluster, |c| c.prefix(&p).lease(Duration::from_secs(10))).await;
     let lock = client.rwlock("up").unwrap();
     let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     let up = lock.upgradable_read().await.unwrap();
