@@ -242,16 +242,28 @@ impl LockConfig {
     /// the CLI's `inspect`, `list` and `watch`, and the traces say who holds a lock. It
     /// changes nothing about ownership: two clients of one name still exclude each other
     /// (for holds shared on purpose, see [`RwLock::with_owner`](crate::RwLock::with_owner)).
-    /// 1 to 64 bytes, without whitespace or `/`; checked at connect.
+    /// 1 to 64 bytes, without whitespace or `/`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a name outside those bounds, here rather than at
+    /// connect.
     ///
     /// ```
+    /// # fn demo() -> cluster_rwlock::Result<()> {
     /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
-    ///     .client_name("publisher@host-a");
+    ///     .client_name("publisher@host-a")?;
     /// assert_eq!(config.name(), "publisher@host-a");
+    /// assert!(cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
+    ///     .client_name("publisher on host-a")
+    ///     .is_err());
+    /// # Ok(()) }
+    /// # demo().unwrap();
     /// ```
-    pub fn client_name(mut self, name: impl Into<String>) -> LockConfig {
-        self.client_name = name.into();
-        self
+    pub fn client_name(mut self, name: impl Into<String>) -> Result<LockConfig> {
+        let name = name.into();
+        check_client_name(&name)?;
+        self.client_name = name;
+        Ok(self)
     }
 
     /// The client name (see [`client_name`](Self::client_name)).
@@ -746,14 +758,12 @@ mod tests {
         assert!(base
             .clone()
             .client_name("publisher@host-a")
+            .expect("a good name")
             .to_fred()
             .is_ok());
         for bad in ["", "a b", "a/b", &"x".repeat(65)] {
             assert!(
-                matches!(
-                    base.clone().client_name(bad).to_fred(),
-                    Err(Error::InvalidConfig(_))
-                ),
+                matches!(base.clone().client_name(bad), Err(Error::InvalidConfig(_))),
                 "{bad:?}"
             );
         }

@@ -37,6 +37,16 @@ pub enum ReleaseMessage {
         /// Its fence.
         fence: u64,
     },
+    /// `x <holds> <fence>`: an operator broke the lock
+    /// ([`LockClient::force_release`](crate::LockClient::force_release)): `holds` holds
+    /// were removed and the fence was raised to `fence`. Sent before the message of the
+    /// release itself (a hand-off to a queued writer, say), whether or not anyone waits.
+    Broken {
+        /// How many holds were removed.
+        holds: u64,
+        /// The raised fence: every later grant's is above it.
+        fence: u64,
+    },
     /// A payload this version does not read (waiters then look for themselves).
     Unknown(String),
 }
@@ -64,7 +74,16 @@ impl ReleaseMessage {
                         .is_none()
                         .then_some(ReleaseMessage::HandedOver { owner, hold, fence })
                 });
-                granted.unwrap_or_else(|| ReleaseMessage::Unknown(p.to_string()))
+                let broken = p.strip_prefix("x ").and_then(|rest| {
+                    let (holds, fence) = rest.split_once(' ')?;
+                    Some(ReleaseMessage::Broken {
+                        holds: holds.parse().ok()?,
+                        fence: fence.parse().ok()?,
+                    })
+                });
+                granted
+                    .or(broken)
+                    .unwrap_or_else(|| ReleaseMessage::Unknown(p.to_string()))
             }
         }
     }
@@ -78,6 +97,10 @@ impl fmt::Display for ReleaseMessage {
             ReleaseMessage::HandedOver { owner, hold, fence } => write!(
                 f,
                 "handed to waiting writer {owner} (hold {hold}, fence {fence})"
+            ),
+            ReleaseMessage::Broken { holds, fence } => write!(
+                f,
+                "broken by an operator: {holds} hold(s) removed, fence raised to {fence}"
             ),
             ReleaseMessage::Unknown(m) => write!(f, "message {m:?}"),
         }
@@ -100,7 +123,18 @@ mod tests {
                 fence: 123
             }
         );
+        assert_eq!(
+            ReleaseMessage::parse("x 2 99"),
+            ReleaseMessage::Broken {
+                holds: 2,
+                fence: 99
+            }
+        );
         for bad in [
+            "x",
+            "x 1",
+            "x 1 2 3",
+            "x a 2",
             "",
             "g",
             "g x",
@@ -125,6 +159,9 @@ mod tests {
         assert!(ReleaseMessage::parse("g job-1 5 77")
             .to_string()
             .contains("job-1"));
+        assert!(ReleaseMessage::parse("x 1 5")
+            .to_string()
+            .starts_with("broken"));
         assert!(ReleaseMessage::parse("g x")
             .to_string()
             .starts_with("message"));

@@ -455,8 +455,15 @@ async fn watchdog_keeps_a_short_lease_alive() {
             "still held at {:?}",
             began.elapsed()
         );
-        let left = other.state().await.unwrap().holders[0].lease_left;
-        assert!(left <= Duration::from_secs(2));
+        let holder = other.state().await.unwrap().holders[0].clone();
+        assert!(holder.lease_left <= Duration::from_secs(2));
+        // held since the grant, by the server's clock, across the renewals
+        let held = holder.held_for.as_secs_f64();
+        let since = began.elapsed().as_secs_f64();
+        assert!(
+            held >= since - 0.1 && held <= since + 1.0,
+            "{held} s, {since} s"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(!g.is_lost());
@@ -759,7 +766,10 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
 async fn holders_carry_a_readable_client_name() {
     let cluster = cluster().await;
     let p = prefix("name");
-    let named = client_with(cluster, |c| c.prefix(&p).client_name("publisher@host-a")).await;
+    let named = client_with(cluster, |c| {
+        c.prefix(&p).client_name("publisher@host-a").unwrap()
+    })
+    .await;
     let plain = client(cluster, &p).await;
     let a = named.rwlock("res").unwrap();
     let b = plain.rwlock("res").unwrap();
@@ -816,6 +826,8 @@ async fn with_write_releases_after_success_error_and_panic() {
             }
         })
         .await
+        .unwrap()
+        .held()
         .unwrap();
     assert!(fence > before && held, "held under fence {fence}");
     assert!(
@@ -826,6 +838,8 @@ async fn with_write_releases_after_success_error_and_panic() {
     let failed: Result<(), &str> = lock
         .with_write(timeout, |_, _| async { Err("the work failed") })
         .await
+        .unwrap()
+        .held()
         .unwrap();
     assert_eq!(failed, Err("the work failed"));
     assert!(
@@ -864,8 +878,13 @@ async fn with_write_releases_after_success_error_and_panic() {
                 "done"
             }
         })
-        .await;
-    assert!(matches!(lost, Err(Error::LockLost)), "{lost:?}");
+        .await
+        .expect("the work ran");
+    // the loss is told, and what the work returned is kept (a commit refused by its
+    // fence, say, is the caller's to see)
+    assert!(lost.was_lost());
+    assert_eq!(lost.value(), &"done");
+    assert!(matches!(lost.held(), Err(Error::LockLost)));
     quick.close().await;
     client.close().await;
     assert_no_keys(cluster, &p).await;

@@ -169,6 +169,10 @@ pub struct WatchArgs {
     /// looks are still seen (as one line per look).
     #[arg(long, value_parser = duration, default_value = "100ms")]
     pub every: Duration,
+    /// Print JSON instead of text: one object per line, for each event and each new
+    /// state.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `500ms`, `30s`, `2m`, `1h`; a bare number is seconds.

@@ -20,7 +20,7 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
         _ => (cluster_rwlock::DEFAULT_LEASE, None),
     };
     let base = match name {
-        Some(name) => base.client_name(name.as_str()),
+        Some(name) => base.client_name(name.as_str())?,
         None => base,
     };
     let base = tls(base, cli)?;

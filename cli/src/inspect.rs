@@ -1,7 +1,5 @@
 //! `inspect` and `list`.
 
-use std::time::Duration;
-
 use cluster_rwlock::{LockClient, LockState, Mode, RwLock};
 use fred::prelude::*;
 use fred::types::scan::{ScanType, Scanner};
@@ -9,6 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value as Json};
 
 use crate::args::{glob, BreakArgs, Cli, InspectArgs, ListArgs};
+use crate::clock::{self, secs};
 use crate::{code, fail};
 
 fn mode(m: Option<Mode>) -> &'static str {
@@ -24,6 +23,7 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
         "master": client.node_for_slot(lock.slot()),
         "mode": mode(s.mode),
         "fence": s.fence,
+        "fence_time": s.fence.and_then(clock::fence_time).map(clock::utc),
         "holders": s.holders.iter().map(|h| json!({
             "owner": h.owner,
             "client": h.client_name(),
@@ -32,6 +32,7 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
             "write": h.write_holds,
             "upgradable": h.upgradable_holds,
             "lease_left_ms": u64::try_from(h.lease_left.as_millis()).unwrap_or(u64::MAX),
+            "held_for_ms": u64::try_from(h.held_for.as_millis()).unwrap_or(u64::MAX),
         })).collect::<Vec<_>>(),
         "waiting_writers": s.waiting_writers,
     })
@@ -47,10 +48,6 @@ fn clients(s: &LockState) -> String {
     } else {
         format!(" ({})", names.join(", "))
     }
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
 }
 
 /// The lock `name` and its state, or the exit code of the error (said on stderr).
@@ -83,21 +80,32 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
         None => println!("mode     free (nobody holds it now)"),
     }
     match s.fence {
-        Some(f) => println!("fence    {f}"),
+        Some(f) => match clock::fence_time(f) {
+            Some(t) => println!("fence    {f} (granted {})", clock::utc(t)),
+            None => println!("fence    {f}"),
+        },
         // the hash is kept a minute after the last release, as a tombstone with the fence
         None => println!("fence    - (no grant in the last minute: never taken, or free since)"),
     }
     println!("holders  {}", s.holders.len());
     for h in &s.holders {
         println!(
-            "  {}  {}  {}  read {} write {} upgradable {}  lease {}",
+            "  {}  {}  {}  read {} write {} upgradable {}  held {}  lease left {}",
             h.client_name().unwrap_or("-"),
             h.owner,
             h.mode.as_str(),
             h.read_holds,
             h.write_holds,
             h.upgradable_holds,
+            secs(h.held_for),
             secs(h.lease_left)
+        );
+    }
+    if !s.holders.is_empty() {
+        // the server keeps each hold's deadline, not the holder's lease: a stuck holder
+        // shows as a lease left that falls from one look to the next
+        println!(
+            "         (a holder renews every third of its lease: a lease left that keeps falling between looks is a holder that stopped renewing, and loses the lock when it runs out)"
         );
     }
     println!("waiting writers {}", s.waiting_writers.len());
@@ -227,10 +235,11 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
         );
         for h in going {
             println!(
-                "  {}  {}  {}  lease {}",
+                "  {}  {}  {}  held {}  lease left {}",
                 h.client_name().unwrap_or("-"),
                 h.owner,
                 h.mode.as_str(),
+                secs(h.held_for),
                 secs(h.lease_left)
             );
         }

@@ -3,6 +3,7 @@
 //! build gains nothing from it.
 
 mod args;
+mod clock;
 mod connect;
 mod inspect;
 mod run;

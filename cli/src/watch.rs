@@ -4,16 +4,92 @@ use std::time::Duration;
 
 use cluster_rwlock::{LockClient, LockState, Mode, ReleaseMessage};
 use fred::prelude::*;
+use fred::types::Message;
+use serde_json::json;
+use tokio::sync::broadcast;
 
 use crate::args::WatchArgs;
+use crate::clock::{self, secs};
 use crate::inspect::state_json;
 use crate::{code, fail};
 
-fn now() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+/// How long a change seen in the state waits for the messages that may have caused it
+/// (a release's message reaches the watcher about when it reaches the waiter it wakes,
+/// whose grant the look may see first): they are printed first.
+const CAUSES: Duration = Duration::from_millis(25);
+
+/// Where the lines go: text, or one JSON object per line (`--json`).
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    /// An event: a line of text, or `{"at", "event", "state"?}`.
+    fn event(&self, text: &str, state: Option<serde_json::Value>) {
+        if self.json {
+            let mut line = json!({ "at": clock::utc(std::time::SystemTime::now()), "event": text });
+            if let Some(state) = state {
+                line["state"] = state;
+            }
+            println!("{line}");
+        } else {
+            println!("{} {text}", clock::now());
+        }
+    }
+}
+
+/// The lock as the first look finds it: a state, not an event (a hold taken before the
+/// watch began is not a new grant).
+fn now_line(s: &LockState) -> String {
+    let fence = match s.fence {
+        None => return "now: free (no grant in the last minute)".into(),
+        Some(f) => match clock::fence_time(f) {
+            Some(t) => format!("fence {f}, granted {}", clock::time_of_day(t)),
+            None => format!("fence {f}"),
+        },
+    };
+    let waiting = match s.waiting_writers.len() {
+        0 => String::new(),
+        n => format!("; {n} writer(s) waiting"),
+    };
+    match s.mode {
+        None => format!("now: free ({fence}){waiting}"),
+        Some(m) => {
+            let holders: Vec<String> = s
+                .holders
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{} for {}",
+                        h.client_name().unwrap_or(&h.owner),
+                        secs(h.held_for)
+                    )
+                })
+                .collect();
+            format!(
+                "now: {} held by {} ({fence}){waiting}",
+                m.as_str(),
+                holders.join(", ")
+            )
+        }
+    }
+}
+
+/// A release message as a line.
+fn said(m: &Message) -> String {
+    let text = m.value.as_string().unwrap_or_default();
+    ReleaseMessage::parse(&text).to_string()
+}
+
+/// The messages already on their way, read until none comes for `CAUSES`.
+async fn causes(messages: Option<&mut broadcast::Receiver<Message>>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(rx) = messages {
+        while let Ok(Ok(m)) = tokio::time::timeout(CAUSES, rx.recv()).await {
+            out.push(said(&m));
+        }
+    }
+    out
 }
 
 pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
@@ -53,15 +129,18 @@ pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
             None
         }
     };
+    let out = Out { json: a.json };
     let mut messages = subscriber.as_ref().map(|s| s.message_rx());
     let mut last: Option<Seen> = None;
     let mut tick = tokio::time::interval(a.every.max(Duration::from_millis(10)));
-    println!(
-        "{} watching {} ({}), Ctrl-C to stop",
-        now(),
-        a.name,
-        lock.key()
-    );
+    if !a.json {
+        println!(
+            "{} watching {} ({}), Ctrl-C to stop",
+            clock::now(),
+            a.name,
+            lock.key()
+        );
+    }
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
@@ -73,21 +152,32 @@ pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
                 }
             } => {
                 if let Some(m) = m {
-                    let text = m.value.as_string().unwrap_or_default();
-                    println!("{} {}", now(), ReleaseMessage::parse(&text));
+                    out.event(&said(&m), None);
                 }
             }
         }
         match lock.state().await {
             Ok(s) => {
                 let seen = Seen::of(&s);
-                if last.as_ref() != Some(&seen) {
-                    if let Some(event) = seen.since(last.as_ref()) {
-                        println!("{} {event}", now());
-                    }
-                    println!("{} {}", now(), state_json(client, &lock, &s));
-                    last = Some(seen);
+                if last.as_ref() == Some(&seen) {
+                    continue;
                 }
+                let state = a.json.then(|| state_json(client, &lock, &s));
+                match &last {
+                    None => out.event(&now_line(&s), state),
+                    Some(before) => {
+                        for m in causes(messages.as_mut()).await {
+                            out.event(&m, None);
+                        }
+                        match seen.since(Some(before)) {
+                            Some(event) => out.event(&event, state),
+                            // (a queued writer came or went: only the JSON says it)
+                            None if a.json => out.event("changed", state),
+                            None => {}
+                        }
+                    }
+                }
+                last = Some(seen);
             }
             Err(e) => {
                 eprintln!("cluster-rwlock: {e}");

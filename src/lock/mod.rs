@@ -5,8 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod finished;
 mod guard;
 
+pub use finished::Finished;
 pub use guard::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 
 use crate::acquire::{self, Ask};
@@ -98,6 +100,12 @@ pub struct Holder {
     /// Time left on the owner's lease, by the server's clock: the latest deadline of its
     /// holds (each hold has its own, set by the grant or renewal that named it).
     pub lease_left: Duration,
+    /// How long the owner has held: since the grant of its earliest hold, by the
+    /// server's clock, read from that hold's fence (the server's time in µs at its
+    /// grant; shorter than the truth only after a failover to a master whose clock is
+    /// behind). A lease left that keeps falling while this grows is a holder that no
+    /// longer renews (frozen, or cut off): it loses the lock when the lease runs out.
+    pub held_for: Duration,
 }
 
 impl Holder {
@@ -182,7 +190,7 @@ macro_rules! acquire_doc {
 
 /// Runs `work` under `grant` and releases it after (see [`RwLock::with_write`]); the grant
 /// lives in this future, so a panic or a drop releases it as a dropped guard does.
-async fn run_under<F, Fut, T>(grant: Grant, work: F) -> Result<T>
+async fn run_under<F, Fut, T>(grant: Grant, work: F) -> Finished<T>
 where
     F: FnOnce(u64, LostSignal) -> Fut,
     Fut: Future<Output = T>,
@@ -192,10 +200,8 @@ where
     let released = grant.release().await;
     // a release that cannot reach Redis is no error of `work` (the hold expires after its
     // lease), unless the lease had been lost by then
-    if signal.is_lost() || matches!(released, Err(crate::error::Error::LockLost)) {
-        return Err(crate::error::Error::LockLost);
-    }
-    Ok(out)
+    let lost = signal.is_lost() || matches!(released, Err(crate::error::Error::LockLost));
+    Finished::new(out, lost)
 }
 
 impl RwLock {
@@ -533,11 +539,15 @@ impl RwLock {
     /// # Cancel safety
     /// Dropping the future drops `work` and releases the hold (in the background).
     ///
+    /// Once `work` ran, its value comes back in a [`Finished`], which says whether the
+    /// lease was lost while it ran (it then ran partly unprotected; the fence told the
+    /// resource): `.held()?` makes that [`Error::LockLost`], `.into_value()` keeps the
+    /// value (what the resource said of a late commit, say). A release that cannot reach
+    /// Redis is not a loss (the hold expires after its lease).
+    ///
     /// # Errors
-    /// As [`write_timeout`](Self::write_timeout) before `work` runs. After it:
-    /// [`Error::LockLost`] when the lease was lost while `work` ran (its result is then
-    /// dropped: it ran partly unprotected; the fence told the resource); a release that
-    /// cannot reach Redis is not an error (the hold expires after its lease).
+    /// As [`write_timeout`](Self::write_timeout), before `work` runs (it then does not
+    /// run).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -551,20 +561,21 @@ impl RwLock {
     ///         // commit `data` with `fence`: not raced against `lost`
     ///         Ok((data, fence))
     ///     })
-    ///     .await?;
+    ///     .await?
+    ///     .held()?; // Error::LockLost if the lease was lost while the work ran
     /// match written {
     ///     Ok((data, fence)) => println!("wrote {data} under fence {fence}"),
     ///     Err(why) => eprintln!("not written: {why}"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn with_write<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<T>
+    pub async fn with_write<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<Finished<T>>
     where
         F: FnOnce(u64, LostSignal) -> Fut,
         Fut: Future<Output = T>,
     {
         let guard = self.write_timeout(timeout).await?;
-        run_under(guard.0, work).await
+        Ok(run_under(guard.0, work).await)
     }
 
     /// [`with_write`](Self::with_write) under a read hold.
@@ -580,17 +591,18 @@ impl RwLock {
     /// use std::time::Duration;
     /// let seen = lock
     ///     .with_read(Duration::from_secs(5), |fence, _lost| async move { fence })
-    ///     .await?;
+    ///     .await?
+    ///     .held()?;
     /// println!("read under fence {seen}");
     /// # Ok(()) }
     /// ```
-    pub async fn with_read<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<T>
+    pub async fn with_read<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<Finished<T>>
     where
         F: FnOnce(u64, LostSignal) -> Fut,
         Fut: Future<Output = T>,
     {
         let guard = self.read_timeout(timeout).await?;
-        run_under(guard.0, work).await
+        Ok(run_under(guard.0, work).await)
     }
 
     /// The lock's current state, read in one call (expired entries are left out). O(n)
@@ -630,6 +642,7 @@ impl RwLock {
                 write_holds: h.write,
                 upgradable_holds: h.upgradable,
                 lease_left: Duration::from_millis(h.lease_left_ms),
+                held_for: Duration::from_millis(h.held_ms),
                 owner: h.owner,
             })
             .collect();

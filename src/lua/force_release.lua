@@ -1,6 +1,7 @@
 -- force_release.lua: an operator breaks a stuck lock: every hold goes (or every hold of
--- one owner), the waiters are told as by a release (the first queued writer is handed
--- the lock), and the fence is raised, so that the next grant's fence is above every
+-- one owner), the channel says so ('x <holds removed> <raised fence>'), the waiters are
+-- told as by a release (the first queued writer is handed the lock), and the fence is
+-- raised, so that the next grant's fence is above every
 -- fence the broken holders had: a resource that checks fences refuses their late writes
 -- once the next holder has written. The broken holders learn it at their next renewal.
 -- O(n) in the owners: an operator's tool, not for the hot path.
@@ -34,6 +35,12 @@ end
 -- raised only when a hold went: the next grant goes above it (see fence_after)
 if removed > 0 then next_fence() end
 local raised = fence
+-- said on the channel before the message of the release itself (published by finish),
+-- whether or not anyone waits: those who watch the lock see it was broken, and by which
+-- fence; a waiter takes it for "look again"
+if removed > 0 and PUBLISH ~= '' then
+  redis.call(PUBLISH, key .. ':released', 'x ' .. fmt(removed) .. ' ' .. fmt(raised))
+end
 finish()
 local fe = ''
 if raised ~= nil then fe = fmt(raised) end

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- Returns {1, fence or '', {owner, read holds, write holds, upgradable holds,
---          lease left ms, ...},
+--          lease left ms, held for ms, ...},
 --          {queued writer owners, first first}}
 -- {-3, type}, {-4, field}: see lib
 local SUMMARY_FIELD = {s = true, w = true, u = true}
@@ -15,12 +15,16 @@ for i = 1, #raw, 2 do
   if p == 'o:' then
     local e = parse_owner(v)
     if e == nil then return {-4, f} end
-    -- the holds whose own deadline has not passed; the lease left is the latest's
-    local r, w, u, last = 0, 0, 0, nil
+    -- the holds whose own deadline has not passed; the lease left is the latest's, and
+    -- the owner has held since the earliest one's grant: its fence, the server's time
+    -- in µs when it was granted (a fence above the clock, after a failover to a master
+    -- whose clock is behind, reads as a shorter hold)
+    local r, w, u, last, first = 0, 0, 0, nil, nil
     for _, h in ipairs(e.holds) do
       if h[4] > now then
         if h[1] == 'w' then w = w + 1 elseif h[1] == 'u' then u = u + 1 else r = r + 1 end
         if last == nil or h[4] > last then last = h[4] end
+        if first == nil or h[3] < first then first = h[3] end
       end
     end
     if last ~= nil then
@@ -29,6 +33,7 @@ for i = 1, #raw, 2 do
       holders[#holders + 1] = w
       holders[#holders + 1] = u
       holders[#holders + 1] = last - now
+      holders[#holders + 1] = math.max(now - math.floor(first / 1000), 0)
     end
   elseif p == 'q:' then
     local q = parse_queued(v)

@@ -682,8 +682,8 @@ impl Scripts {
             return Err(Error::Protocol("state: missing lists".into()));
         };
         let mut holders = Vec::new();
-        for chunk in held.chunks(5) {
-            let [o, r, w, u, left] = chunk else {
+        for chunk in held.chunks(6) {
+            let [o, r, w, u, left, held_for] = chunk else {
                 return Err(Error::Protocol("state: short holder entry".into()));
             };
             holders.push(RawHolder {
@@ -692,6 +692,7 @@ impl Scripts {
                 write: count(w)?,
                 upgradable: count(u)?,
                 lease_left_ms: u64::try_from(int(left)?).unwrap_or(0),
+                held_ms: u64::try_from(int(held_for)?).unwrap_or(0),
             });
         }
         let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;

@@ -21,6 +21,8 @@ pub(crate) struct RawHolder {
     pub write: u32,
     pub upgradable: u32,
     pub lease_left_ms: u64,
+    /// Since the grant of its earliest hold (by its fence), by the server's clock.
+    pub held_ms: u64,
 }
 
 /// A count of holds: a non-negative integer that fits in `u32`.
