@@ -1,6 +1,6 @@
 //! `watch`: a live view of one lock: its release messages and its state when it changes.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use cluster_rwlock::{LockClient, LockState, Mode, ReleaseMessage};
 use fred::prelude::*;
@@ -24,16 +24,21 @@ struct Out {
 }
 
 impl Out {
-    /// An event: a line of text, or `{"at", "event", "state"?}`.
+    /// An event seen now: a line of text, or `{"at", "event", "state"?}`.
     fn event(&self, text: &str, state: Option<serde_json::Value>) {
+        self.event_at(SystemTime::now(), text, state);
+    }
+
+    /// An event seen at `at`.
+    fn event_at(&self, at: SystemTime, text: &str, state: Option<serde_json::Value>) {
         if self.json {
-            let mut line = json!({ "at": clock::utc(std::time::SystemTime::now()), "event": text });
+            let mut line = json!({ "at": clock::utc(at), "event": text });
             if let Some(state) = state {
                 line["state"] = state;
             }
             println!("{line}");
         } else {
-            println!("{} {text}", clock::now());
+            println!("{} {text}", clock::time_of_day(at));
         }
     }
 }
@@ -81,12 +86,13 @@ fn said(m: &Message) -> String {
     ReleaseMessage::parse(&text).to_string()
 }
 
-/// The messages already on their way, read until none comes for `CAUSES`.
-async fn causes(messages: Option<&mut broadcast::Receiver<Message>>) -> Vec<String> {
+/// The messages already on their way, read until none comes for `CAUSES`, each with
+/// when it came.
+async fn causes(messages: Option<&mut broadcast::Receiver<Message>>) -> Vec<(SystemTime, String)> {
     let mut out = Vec::new();
     if let Some(rx) = messages {
         while let Ok(Ok(m)) = tokio::time::timeout(CAUSES, rx.recv()).await {
-            out.push(said(&m));
+            out.push((SystemTime::now(), said(&m)));
         }
     }
     out
@@ -166,13 +172,18 @@ pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
                 match &last {
                     None => out.event(&now_line(&s), state),
                     Some(before) => {
-                        for m in causes(messages.as_mut()).await {
-                            out.event(&m, None);
+                        let mut seen_at = SystemTime::now();
+                        for (at, m) in causes(messages.as_mut()).await {
+                            out.event_at(at, &m, None);
+                            // the change is told after its causes, and not as earlier
+                            // (a message may come a moment after the look that saw
+                            // what it caused)
+                            seen_at = seen_at.max(at);
                         }
                         match seen.since(Some(before)) {
-                            Some(event) => out.event(&event, state),
+                            Some(event) => out.event_at(seen_at, &event, state),
                             // (a queued writer came or went: only the JSON says it)
-                            None if a.json => out.event("changed", state),
+                            None if a.json => out.event_at(seen_at, "changed", state),
                             None => {}
                         }
                     }
