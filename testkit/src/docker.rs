@@ -3,27 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
-use super::reaper::{session_id, tell_reaper};
+use super::engine::{docker_env, user_docker_host};
+use super::reaper::tell_reaper;
+use super::session::session_id;
 use super::skew::FAKETIME_LABEL;
 use super::{shim, Server, TestkitError};
-
-/// The Docker endpoint as the user configured it (before the shim), read once.
-fn user_docker_host() -> &'static Option<String> {
-    static HOST: OnceLock<Option<String>> = OnceLock::new();
-    HOST.get_or_init(|| std::env::var("DOCKER_HOST").ok())
-}
-
-/// The docker CLI and the reaper talk to the engine directly, never through the shim:
-/// they are given the user's endpoint explicitly, whatever the process environment says.
-pub(super) fn docker_env(mut cmd: Command) -> Command {
-    match user_docker_host() {
-        Some(host) => cmd.env("DOCKER_HOST", host),
-        None => cmd.env_remove("DOCKER_HOST"),
-    };
-    cmd
-}
 
 pub(super) async fn docker_cli(args: Vec<String>) -> Result<String, TestkitError> {
     let out = tokio::task::spawn_blocking(move || {

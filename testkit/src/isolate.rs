@@ -2,7 +2,7 @@
 //! (the side of a split brain where the old master and some clients are).
 //!
 //! What the nodes send each other is told by the sender's group (each node runs with a
-//! group of its own, see [`node_gid`](super::partition::node_gid)): every packet another
+//! group of its own, see [`node_gid`](super::session::node_gid)): every packet another
 //! node sends to the node's client or bus port, and every packet the node sends to another
 //! node's, is dropped. Two kinds of packets travel the other way, from a listening port to
 //! an ephemeral one: the answers on bus links that a peer opened, and a master's
@@ -10,14 +10,11 @@
 //! nodes talk to a bus port); the second by the ports of the replication links open now
 //! (the client ports of the nodes stay open to clients, so no broader rule is possible).
 
-use super::partition::gid_of;
 use super::reaper::tell_reaper;
 use super::replication::{link_rules, links, sent_by};
-use super::rules::{self, fault_tag};
+use super::rules;
+use super::session::{fault_tag, gid_of, ISOLATE};
 use super::{Backend, TestCluster, TestkitError};
-
-/// The comment kind of an isolation's rules (see [`fault_tag`]).
-pub(super) const ISOLATE: &str = "isolate";
 
 impl TestCluster {
     /// Cuts node `index` off from the OTHER NODES only: the cluster bus links between it

@@ -10,59 +10,14 @@ use testcontainers::{GenericImage, ImageExt};
 
 use super::native::spawn_native;
 use super::node::{node_logs, remove_nodes, Handle, Node};
-use super::reaper::{session_id, tell_reaper};
+use super::reaper::tell_reaper;
 use super::secure::{Conf, CONF_MOUNT, TLS_PORT_OFFSET};
+use super::server_args::node_args;
+use super::session::node_gid;
+use super::session::session_id;
 use super::TestkitError;
-use super::{admin, blocking, partition, skew, Backend, NodeInfo, Server, TestCluster};
+use super::{admin, blocking, skew, Backend, NodeInfo, Server, TestCluster};
 use super::{SESSION_LABEL, TESTBED_LABEL};
-
-/// The server's command line for the node on `port`, with its files in `dir`, and the
-/// cluster's TLS and ACL options when `conf` gives them (with the path at which the node
-/// sees the configuration directory).
-pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&Conf, &str)>) -> Vec<String> {
-    let cluster_conf = format!("nodes-{port}.conf");
-    let mut args: Vec<String> = [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--protected-mode",
-        "no",
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        &cluster_conf,
-        "--cluster-require-full-coverage",
-        "no",
-        "--cluster-node-timeout",
-        "2000",
-        "--cluster-replica-validity-factor",
-        "0",
-        "--cluster-announce-ip",
-        "127.0.0.1",
-        "--save",
-        "",
-        // a killed master that restarts before its failover must not come back empty
-        // (and have its replica resync to nothing): the lock's holds survive a restart
-        // only with the append-only file (written before each reply; everysec fsyncs
-        // matter only for a machine that crashes)
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--repl-diskless-sync-delay",
-        "0",
-        "--dir",
-        dir,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some((conf, inside)) = conf {
-        args.extend(conf.args(port, inside));
-    }
-    args
-}
 
 impl TestCluster {
     /// Starts the six nodes (not yet a cluster).
@@ -175,7 +130,7 @@ impl TestCluster {
                     .with_container_name(format!("cluster-rwlock-{}-{port}", session_id()))
                     .with_cmd(node_args(port, "/data", conf.map(|c| (c, CONF_MOUNT))));
                 // a group of the node's own, so that a partition can drop what it sends
-                let mut request = match partition::node_gid(port) {
+                let mut request = match node_gid(port) {
                     Some(gid) => request.with_user(format!("0:{gid}")),
                     None => request,
                 };

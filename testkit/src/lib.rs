@@ -83,6 +83,7 @@
 
 mod admin; // one-shot commands to single nodes, and the cluster views built from them
 mod docker; // the docker CLI, the engine check and API shim, the server's image
+mod engine; // the Docker endpoint the user configured (a leaf)
 mod error; // TestkitError, Backend
 mod faults; // kill, pause, restart, move_slot, logs
 mod form; // start, shared, external clusters, forming the cluster
@@ -95,11 +96,13 @@ mod partition; // partition, heal (iptables)
 mod ports; // the block of ports a cluster runs on
 mod query; // slot owners, keys, replicas, commands on every node
 mod ready; // readiness and failover waits
-mod reaper; // the session and its reaper process
+mod reaper; // the reaper process that removes what the session started
 mod replication; // replication cuts (iptables), manual failover
 mod rules; // iptables rules added in one batch, listed and removed by their comment
 mod secure; // TLS certificates and ACL files
 mod server; // Redis or Valkey
+mod server_args; // the server's command line (a leaf)
+mod session; // the session id, rule tags and node groups (a leaf)
 mod shim; // the Docker API shim for old engines
 mod skew; // skewable clocks (libfaketime), StartOptions
 

@@ -3,10 +3,11 @@
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 
-use super::launch::node_args;
 use super::reaper::tell_reaper;
 use super::secure::Conf;
-use super::{partition, skew, Server, TestkitError};
+use super::server_args::node_args;
+use super::session::node_gid;
+use super::{skew, Server, TestkitError};
 
 /// SIGKILLs a node process (thawed first: a stopped process would stay a zombie) and
 /// reaps it.
@@ -43,7 +44,7 @@ pub(super) fn spawn_native(
     let conf_dir = conf.map(|c| c.dir.display().to_string());
     let mut command = Command::new(&binary);
     // a group of the node's own, so that a partition can drop what it sends
-    if let Some(gid) = partition::node_gid(port) {
+    if let Some(gid) = node_gid(port) {
         command.gid(gid);
     }
     if let Some(file) = clock {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use testcontainers::{ContainerAsync, GenericImage};
 
-use super::docker::docker_env;
+use super::engine::docker_env;
 use super::native::stop_child;
 use super::runtime;
 

@@ -14,31 +14,9 @@
 
 use std::process::{Command, Stdio};
 
-use super::isolate::ISOLATE;
-use super::reaper::{session_id, tell_reaper};
+use super::reaper::tell_reaper;
+use super::session::{gid_of, node_gid, rule_tag, ISOLATE};
 use super::{rules, TestCluster, TestkitError};
-
-/// The comment on this session's rules.
-pub(super) fn rule_tag() -> String {
-    format!("cluster-rwlock-{}", session_id())
-}
-
-/// The group the node on `port` runs with (only when the test bed runs as root: a group
-/// per node needs it, and so does iptables).
-pub(super) fn node_gid(port: u16) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    root.then_some(100_000 + u32::from(port))
-}
-
-/// [`node_gid`], or the error that explains why there is none.
-pub(super) fn gid_of(port: u16) -> Result<u32, TestkitError> {
-    node_gid(port).ok_or_else(|| {
-        TestkitError::Iptables(
-            "the test bed does not run as root, so its nodes have no group of their own and iptables would refuse".into(),
-        )
-    })
-}
 
 /// The iptables arguments of one rule of a partition: packets to `port`, or packets sent
 /// by the group `gid`.
@@ -161,7 +139,7 @@ impl TestCluster {
         for t in targets {
             while rule("-D", t).await? {}
         }
-        rules::remove_tagged(&rules::fault_tag(ISOLATE, port)).await?;
+        rules::remove_tagged(&super::session::fault_tag(ISOLATE, port)).await?;
         self.mark(index, false);
         Ok(())
     }

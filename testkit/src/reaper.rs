@@ -6,20 +6,14 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
-use super::docker::docker_env;
-use super::{partition, SESSION_LABEL};
-
-/// This process's session: a random id in its container names and labels, node
-/// directories and partition rules.
-pub(super) fn session_id() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..12].to_string())
-}
+use super::engine::docker_env;
+use super::session::{rule_tag, session_id};
+use super::SESSION_LABEL;
 
 /// The reaper: a process of its own group that waits for our end of a pipe to close and
 /// then removes everything this process started. Lines it is sent: `pid:<n>`, `dir:<path>`,
 /// and `rule:<what>` (iptables rules were added: a partition's, an isolation's, a
-/// replication cut's; see [`partition`]), after which it removes every rule whose comment
+/// replication cut's; see [`rule_tag`]), after which it removes every rule whose comment
 /// is this session's tag or starts with it and a dash.
 pub(super) fn reaper() -> &'static Mutex<Option<std::process::ChildStdin>> {
     static REAPER: OnceLock<Mutex<Option<std::process::ChildStdin>>> = OnceLock::new();
@@ -43,7 +37,7 @@ for d in $dirs; do rm -rf "$d"; done
 sweep
 exit 0"#,
             session = session_id(),
-            rule_tag = partition::rule_tag()
+            rule_tag = rule_tag()
         );
         let child = docker_env(Command::new("sh"))
             .args(["-c", &script])

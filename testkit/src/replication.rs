@@ -8,9 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::partition::{gid_of, rule_tag};
 use super::reaper::tell_reaper;
-use super::rules::{self, fault_tag, Rule};
+use super::rules::{self, Rule};
+use super::session::{fault_tag, gid_of, rule_tag};
 use super::{admin, Backend, TestCluster, TestkitError};
 
 /// The comment kind of a replication cut's rules (see [`fault_tag`]).

@@ -10,13 +10,7 @@
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
-use super::partition::rule_tag;
 use super::TestkitError;
-
-/// The comment on the rules of fault `kind` (`isolate`, `repl`) on the node at `port`.
-pub(super) fn fault_tag(kind: &str, port: u16) -> String {
-    format!("{}-{kind}-{port}", rule_tag())
-}
 
 /// One rule to insert: its chain and match arguments, and the comment it carries.
 pub(super) struct Rule {

@@ -19,7 +19,8 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 
-use super::reaper::{session_id, tell_reaper};
+use super::reaper::tell_reaper;
+use super::session::session_id;
 use super::TestkitError;
 
 /// How far above its plain port a TLS node's TLS port is.
