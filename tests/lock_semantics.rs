@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{Error, LockClient, LockConfig, Mode};
+use cluster_rwlock::{AnyGuard, Error, LockClient, LockConfig, Mode};
 use common::{assert_no_keys, client, client_with, cluster, prefix};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
@@ -973,4 +973,37 @@ async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it(
         c.close().await;
     }
     assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_chosen_at_run_time_gets_the_guard_of_that_mode() {
+    let cluster = cluster().await;
+    let p = prefix("any-mode");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let other = client.rwlock("res").unwrap();
+    for mode in [Mode::Read, Mode::Upgradable, Mode::Write] {
+        let g = lock.acquire(mode).await.unwrap();
+        assert_eq!(g.mode(), mode);
+        // as the mode's own guard: a writer is excluded by any, a reader only by write
+        assert!(other.try_write().await.unwrap().is_none(), "{mode:?}");
+        let reader = other.try_acquire(Mode::Read).await.unwrap();
+        assert_eq!(reader.is_some(), mode != Mode::Write, "{mode:?}");
+        if let Some(r) = reader {
+            r.release().await.unwrap();
+        }
+        let busy = other
+            .acquire_timeout(Mode::Write, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(matches!(busy, Error::Timeout(_)), "{busy:?}");
+        g.release().await.unwrap();
+    }
+    let g = lock
+        .acquire_timeout(Mode::Write, Duration::ZERO)
+        .await
+        .expect("a free lock is granted within a zero timeout");
+    assert!(matches!(g, AnyGuard::Write(_)));
+    g.release().await.unwrap();
+    client.close().await;
 }

@@ -3,7 +3,7 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use cluster_rwlock::{AnyGuard as Guard, LockClient, RwLock};
+use cluster_rwlock::{AnyGuard as Guard, LockClient, Mode, RwLock};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -11,13 +11,11 @@ use crate::args::{OnLost, RunArgs};
 use crate::{code, fail};
 
 async fn acquire(lock: &RwLock, a: &RunArgs) -> Result<Option<Guard>, i32> {
-    let got = match (a.write, a.timeout) {
-        (true, Some(t)) if t.is_zero() => lock.try_write().await.map(|g| g.map(Guard::from)),
-        (false, Some(t)) if t.is_zero() => lock.try_read().await.map(|g| g.map(Guard::from)),
-        (true, Some(t)) => lock.write_timeout(t).await.map(|g| Some(Guard::Write(g))),
-        (false, Some(t)) => lock.read_timeout(t).await.map(|g| Some(Guard::Read(g))),
-        (true, None) => lock.write().await.map(|g| Some(Guard::Write(g))),
-        (false, None) => lock.read().await.map(|g| Some(Guard::Read(g))),
+    let mode = if a.write { Mode::Write } else { Mode::Read };
+    let got = match a.timeout {
+        Some(t) if t.is_zero() => lock.try_acquire(mode).await,
+        Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
+        None => lock.acquire(mode).await.map(Some),
     };
     got.map_err(|e| fail(&format!("cannot acquire {}", a.name), &e))
 }

@@ -1,100 +1,49 @@
-//! One guard type over the three modes, and the three ways to acquire in a mode.
+//! The library's `AnyGuard` in the history's words: the mode held, and the three ways to
+//! acquire in a mode chosen at run time.
 
 use std::time::Duration;
 
-use cluster_rwlock::{ReadGuard, RwLock, UpgradableReadGuard, WriteGuard};
+pub use cluster_rwlock::AnyGuard as Guard;
+use cluster_rwlock::RwLock;
 
 use crate::history::Mode;
 
-/// A granted hold of any mode.
-pub enum Guard {
-    /// Read.
-    R(ReadGuard),
-    /// Upgradable read.
-    U(UpgradableReadGuard),
-    /// Write.
-    W(WriteGuard),
+/// The library's mode of a history mode.
+fn lib(mode: Mode) -> cluster_rwlock::Mode {
+    match mode {
+        Mode::R => cluster_rwlock::Mode::Read,
+        Mode::U => cluster_rwlock::Mode::Upgradable,
+        Mode::W => cluster_rwlock::Mode::Write,
+    }
 }
 
-impl Guard {
+/// What a guard holds, in the history's words.
+pub trait Held {
     /// The mode held.
-    pub fn mode(&self) -> Mode {
-        match self {
-            Guard::R(_) => Mode::R,
-            Guard::U(_) => Mode::U,
-            Guard::W(_) => Mode::W,
-        }
-    }
+    fn held(&self) -> Mode;
+}
 
-    /// The fence of the grant.
-    pub fn fence(&self) -> u64 {
+impl Held for Guard {
+    fn held(&self) -> Mode {
         match self {
-            Guard::R(g) => g.fence(),
-            Guard::U(g) => g.fence(),
-            Guard::W(g) => g.fence(),
-        }
-    }
-
-    /// The owner token of the hold.
-    pub fn owner(&self) -> String {
-        match self {
-            Guard::R(g) => g.owner().to_string(),
-            Guard::U(g) => g.owner().to_string(),
-            Guard::W(g) => g.owner().to_string(),
-        }
-    }
-
-    /// Whether the lease was lost.
-    pub fn is_lost(&self) -> bool {
-        match self {
-            Guard::R(g) => g.is_lost(),
-            Guard::U(g) => g.is_lost(),
-            Guard::W(g) => g.is_lost(),
-        }
-    }
-
-    /// Resolves when the lease is lost.
-    pub async fn lost(&self) {
-        match self {
-            Guard::R(g) => g.lost().await,
-            Guard::U(g) => g.lost().await,
-            Guard::W(g) => g.lost().await,
-        }
-    }
-
-    /// Releases the hold.
-    pub async fn release(self) -> cluster_rwlock::Result<()> {
-        match self {
-            Guard::R(g) => g.release().await,
-            Guard::U(g) => g.release().await,
-            Guard::W(g) => g.release().await,
+            Guard::Read(_) => Mode::R,
+            Guard::Upgradable(_) => Mode::U,
+            Guard::Write(_) => Mode::W,
         }
     }
 }
 
 /// Waits for the lock in `mode`.
 pub async fn blocking(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
-    Ok(match mode {
-        Mode::R => Guard::R(lock.read().await?),
-        Mode::U => Guard::U(lock.upgradable_read().await?),
-        Mode::W => Guard::W(lock.write().await?),
-    })
+    lock.acquire(lib(mode)).await
 }
 
 /// Waits for the lock in `mode`, at most `d`.
 pub async fn timed(lock: &RwLock, mode: Mode, d: Duration) -> cluster_rwlock::Result<Guard> {
-    Ok(match mode {
-        Mode::R => Guard::R(lock.read_timeout(d).await?),
-        Mode::U => Guard::U(lock.upgradable_read_timeout(d).await?),
-        Mode::W => Guard::W(lock.write_timeout(d).await?),
-    })
+    lock.acquire_timeout(lib(mode), d).await
 }
 
 /// One attempt at the lock in `mode`.
 pub async fn attempt(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Option<Guard>> {
-    Ok(match mode {
-        Mode::R => lock.try_read().await?.map(Guard::R),
-        Mode::U => lock.try_upgradable_read().await?.map(Guard::U),
-        Mode::W => lock.try_write().await?.map(Guard::W),
-    })
+    lock.try_acquire(lib(mode)).await
 }

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::guard::{attempt, blocking, timed, Guard};
+use crate::guard::{attempt, blocking, timed, Guard, Held as _};
 use crate::history::{now, Event, Mode, Outcome, Writer};
 use crate::resource::Conn;
 
@@ -368,18 +368,18 @@ impl Task {
         let belief = Belief {
             hold: self.ctx.next_hold(),
             name: name.to_string(),
-            owner: guard.owner(),
+            owner: guard.owner().to_string(),
             explicit,
             from,
             node: self.node_of(name),
         };
-        self.ctx.believe(&belief, guard.mode(), guard.fence());
+        self.ctx.believe(&belief, guard.held(), guard.fence());
         let c = Call {
             hold: Some(belief.hold),
             owner: Some(belief.owner.clone()),
             ..c
         };
-        self.op(c, Outcome::Ok, None, Some((guard.fence(), guard.mode())));
+        self.op(c, Outcome::Ok, None, Some((guard.fence(), guard.held())));
         belief
     }
 
@@ -432,7 +432,7 @@ impl Task {
 
     /// Records the belief of `h`, in its guard's mode, ended at `to` for reason `end`.
     fn held_segment(&self, h: &Held, to: u64, end: &str) {
-        self.segment(&h.belief, h.guard.mode(), h.guard.fence(), to, end);
+        self.segment(&h.belief, h.guard.held(), h.guard.fence(), to, end);
     }
 
     fn until(&self) -> tokio::time::Instant {
@@ -668,13 +668,8 @@ impl Task {
         };
         let from = now();
         let mut held = Vec::new();
-        for g in guard.into_guards() {
-            let name = g.lock().name().to_string();
-            let guard = match g {
-                cluster_rwlock::AnyGuard::Read(r) => Guard::R(r),
-                cluster_rwlock::AnyGuard::Write(w) => Guard::W(w),
-                cluster_rwlock::AnyGuard::Upgradable(u) => Guard::U(u),
-            };
+        for guard in guard.into_guards() {
+            let name = guard.lock().name().to_string();
             let belief = self.granted(member_call(&name), &name, &guard, false, from);
             held.push(Held {
                 guard,
@@ -691,7 +686,7 @@ impl Task {
                     lost_at = Some(now());
                     break 'work;
                 }
-                let (fence, mode) = (h.guard.fence(), h.guard.mode());
+                let (fence, mode) = (h.guard.fence(), h.guard.held());
                 let b = &h.belief;
                 if self
                     .conn
@@ -829,7 +824,7 @@ impl Task {
         let conn = &mut self.conn;
         let rng = &mut self.rng;
         let guard = &h.guard;
-        let (mode, fence) = (guard.mode(), guard.fence());
+        let (mode, fence) = (guard.held(), guard.fence());
         let b = &h.belief;
         let mut wrote = false;
         let lost = {
@@ -869,7 +864,7 @@ impl Task {
         // random point of the first two renewal periods (a renewal runs every lease/3),
         // not right after the grant: before, during or after a renewal
         let roll = self.rng.random_range(0..100);
-        let converts = match h.guard.mode() {
+        let converts = match h.guard.held() {
             Mode::W => roll < 20,
             Mode::U => roll < 60,
             Mode::R => false,
@@ -883,7 +878,7 @@ impl Task {
         if let Some(at) = self.work(&mut h, time).await {
             return self.end(h, at, "lost").await;
         }
-        let mut h = match h.guard.mode() {
+        let mut h = match h.guard.held() {
             Mode::W if roll < 20 => match self.convert_down(h, roll < 15).await {
                 Some(h) => h,
                 None => return,
@@ -912,7 +907,7 @@ impl Task {
     /// Ends a hold: the belief ends at `at`; released (or, for a few, dropped); a late
     /// write replayed for some.
     async fn end(&mut self, h: Held, at: u64, why: &str) {
-        let (mode, fence, wrote) = (h.guard.mode(), h.guard.fence(), h.wrote);
+        let (mode, fence, wrote) = (h.guard.held(), h.guard.fence(), h.wrote);
         if why != "lost" && self.rng.random_bool(0.05) {
             // dropped: released in the background
             self.held_segment(&h, at, "drop");
@@ -941,7 +936,9 @@ impl Task {
     /// Write -> read (or upgradable): the write belief ends when the call is made; the
     /// weaker one runs from then on.
     async fn convert_down(&mut self, h: Held, to_read: bool) -> Option<Held> {
-        let Guard::W(w) = h.guard else { return Some(h) };
+        let Guard::Write(w) = h.guard else {
+            return Some(h);
+        };
         let call = if to_read {
             "downgrade"
         } else {
@@ -950,9 +947,9 @@ impl Task {
         let c = Call::on(call, &h.belief, Some(COMMAND_TIMEOUT_MS));
         self.segment(&h.belief, Mode::W, w.fence(), c.start, "convert");
         let r = if to_read {
-            w.downgrade().await.map(Guard::R)
+            w.downgrade().await.map(Guard::Read)
         } else {
-            w.downgrade_to_upgradable().await.map(Guard::U)
+            w.downgrade_to_upgradable().await.map(Guard::Upgradable)
         };
         match r {
             Ok(g) => {
@@ -961,8 +958,8 @@ impl Task {
                     node: self.node_of(&h.belief.name),
                     ..h.belief
                 };
-                self.ctx.believe(&belief, g.mode(), g.fence());
-                self.op(c, Outcome::Ok, None, Some((g.fence(), g.mode())));
+                self.ctx.believe(&belief, g.held(), g.fence());
+                self.op(c, Outcome::Ok, None, Some((g.fence(), g.held())));
                 Some(Held {
                     guard: g,
                     belief,
@@ -979,7 +976,9 @@ impl Task {
     /// Upgradable -> write: the upgradable belief lasts until the call returns; the
     /// write belief starts then (a busy or timed-out upgrade keeps the upgradable hold).
     async fn upgrade(&mut self, h: Held, how: Upgrade) -> Option<Held> {
-        let Guard::U(u) = h.guard else { return Some(h) };
+        let Guard::Upgradable(u) = h.guard else {
+            return Some(h);
+        };
         let fence = u.fence();
         let (call, limit) = match how {
             Upgrade::Wait => ("upgrade", None),
@@ -1012,7 +1011,7 @@ impl Task {
             Some(Ok(Err(u))) => {
                 self.op(c, Outcome::Busy, None, None);
                 Some(Held {
-                    guard: Guard::U(u),
+                    guard: Guard::Upgradable(u),
                     ..h
                 })
             }
@@ -1027,7 +1026,7 @@ impl Task {
                 self.ctx.believe(&belief, Mode::W, w.fence());
                 self.op(c, Outcome::Ok, None, Some((w.fence(), Mode::W)));
                 Some(Held {
-                    guard: Guard::W(w),
+                    guard: Guard::Write(w),
                     belief,
                     wrote: h.wrote,
                 })

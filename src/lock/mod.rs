@@ -252,6 +252,60 @@ impl RwLock {
         Ok(hold.map(|hold| self.any_guard(hold)))
     }
 
+    /// [`read`](Self::read), [`write`](Self::write) or
+    /// [`upgradable_read`](Self::upgradable_read), for a mode chosen at run time: the
+    /// guard of that mode in an [`AnyGuard`].
+    ///
+    #[doc = acquire_doc!(waits)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::{AnyGuard, Mode};
+    /// let exclusive = std::env::args().any(|a| a == "--write");
+    /// let guard = lock.acquire(if exclusive { Mode::Write } else { Mode::Read }).await?;
+    /// assert!(matches!(guard, AnyGuard::Write(_)) == exclusive);
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, mode: Mode) -> Result<AnyGuard> {
+        self.acquire_any(mode, None).await
+    }
+
+    /// [`acquire`](Self::acquire) for at most `timeout` (as
+    /// [`write_timeout`](Self::write_timeout): zero is one attempt made in full).
+    ///
+    #[doc = acquire_doc!(waits)]
+    #[doc = acquire_doc!(timeout)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = lock
+    ///     .acquire_timeout(cluster_rwlock::Mode::Upgradable, Duration::from_secs(5))
+    ///     .await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, mode: Mode, timeout: Duration) -> Result<AnyGuard> {
+        self.acquire_any(mode, Some(timeout)).await
+    }
+
+    /// One attempt at a hold of `mode` ([`try_read`](Self::try_read) and the others, for
+    /// a mode chosen at run time); `None` when the lock is busy for that mode.
+    ///
+    #[doc = acquire_doc!(waits)]
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// if let Some(guard) = lock.try_acquire(cluster_rwlock::Mode::Read).await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self, mode: Mode) -> Result<Option<AnyGuard>> {
+        self.try_any(mode).await
+    }
+
     /// The lock's name.
     ///
     /// ```no_run
