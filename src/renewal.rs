@@ -79,7 +79,7 @@ async fn renew_all(
             let slot = slots[idx[0]];
             let confirm = inner.confirm(slot, Some(deadline));
             let pipeline = inner.scripts.renew_pipeline(
-                node.client(slot),
+                node.lane(slot),
                 &inner.counters,
                 lease_ms,
                 &batch,

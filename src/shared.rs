@@ -54,6 +54,7 @@ impl Inner {
         };
         On {
             client: &link.client,
+            lane: &link.lane,
             asking: link.asking,
             counters: &self.counters,
             target: Target { key, confirm },

@@ -17,6 +17,7 @@
 //! there). A node that was frozen and comes back, as a replica, is never routed to as a
 //! master again, whatever its own stale view says.
 
+pub(crate) mod lane;
 pub(crate) mod node;
 pub(crate) mod notify;
 pub(crate) mod router;

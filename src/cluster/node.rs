@@ -8,6 +8,7 @@ use fred::clients::SubscriberClient;
 use fred::prelude::*;
 use fred::types::config::UnresponsiveConfig;
 
+use crate::cluster::lane::Lane;
 use crate::cluster::topology::Addr;
 use crate::error::{Error, Result};
 
@@ -110,6 +111,7 @@ impl Connector {
         }
         Ok(Node {
             addr: addr.to_string(),
+            lanes: clients.iter().cloned().map(Lane::new).collect(),
             clients,
         })
     }
@@ -126,6 +128,8 @@ impl Connector {
 pub(crate) struct Node {
     pub addr: Addr,
     clients: Vec<Client>,
+    /// Parallel to `clients`: the lane of each connection.
+    lanes: Vec<Lane>,
 }
 
 impl Node {
@@ -133,6 +137,11 @@ impl Node {
     /// lock's commands stay in order and `WAIT` counts its writes.
     pub fn client(&self, slot: u16) -> &Client {
         &self.clients[usize::from(slot) % self.clients.len()]
+    }
+
+    /// The lane of [`client`](Self::client)`(slot)`: every script call of `slot` takes it.
+    pub fn lane(&self, slot: u16) -> &Lane {
+        &self.lanes[usize::from(slot) % self.lanes.len()]
     }
 
     /// Waits (at most `within`) until every connection is up.

@@ -26,6 +26,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use crate::cluster::lane::Lane;
 use crate::cluster::node::{Connector, Node};
 use crate::cluster::topology::{self, Addr, SlotMap};
 use crate::error::{redis_retryable as retryable, Error, Result};
@@ -40,6 +41,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 pub(crate) struct Link {
     /// The connection to the node.
     pub client: Client,
+    /// Its lane, which every script call takes.
+    pub lane: Lane,
     /// The node is the target of an `ASK` redirect: `ASKING` must come right before the
     /// command (in the same pipeline: Redis clears the flag after the next command).
     pub asking: bool,
@@ -281,6 +284,7 @@ impl Router {
             let map = &self.routes().map;
             let link = Link {
                 client: node.client(slot).clone(),
+                lane: node.lane(slot).clone(),
                 asking: asking.is_some(),
                 replicas: match &asking {
                     Some(n) => map.replicas_of(&n.addr),

@@ -93,7 +93,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
-use fred::types::{ClusterHash, CustomCommand};
 
 use crate::error::{Error, Result};
 use crate::mode::Mode;
@@ -102,6 +101,7 @@ use crate::mode::Mode;
 mod paths;
 mod reply;
 
+pub(crate) use crate::cluster::lane::{Confirm, Lane};
 use reply::{attempt, code, count, int, number, parse_renew, status, text};
 pub(crate) use reply::{RawHolder, RawState};
 
@@ -226,7 +226,10 @@ pub(crate) struct Target<'a> {
 /// client's counters, and the lock (its key, and how the call is confirmed).
 #[derive(Clone, Copy)]
 pub(crate) struct On<'a> {
+    /// The connection (to load a script it lacks).
     pub client: &'a Client,
+    /// The connection's lane, which every script call takes (see `transport`).
+    pub lane: &'a Lane,
     /// The node is the target of an `ASK`: `ASKING` goes right before the script, in
     /// the same pipeline.
     pub asking: bool,
@@ -257,120 +260,6 @@ impl Ran {
 fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
     crate::observe::not_replicated(key, wanted, acked);
     Error::NotReplicated { wanted, acked }
-}
-
-/// `WAIT wanted timeout_ms` after a script, in the same round trip on the same
-/// connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Confirm {
-    /// Replicas that must acknowledge (at least 1).
-    pub wanted: u32,
-    /// At most this long (at least 1 ms: `WAIT n 0` would block for ever).
-    pub timeout_ms: u64,
-}
-
-/// Queues one `EVALSHA` per entry of `calls` (its arguments: sha, key count, keys, args).
-async fn queue_evalsha(pipeline: &fred::clients::Pipeline<Client>, calls: Vec<Vec<Value>>) {
-    for call in calls {
-        let cmd = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
-        // queuing only: the replies come from the pipeline's `try_all`
-        let _: std::result::Result<(), _> = pipeline.custom(cmd, call).await;
-    }
-}
-
-fn client_id() -> CustomCommand {
-    CustomCommand::new_static("CLIENT", ClusterHash::Random, false)
-}
-
-/// The replies of a pipeline of script calls, and the replicas that acknowledged them
-/// (`None`: no WAIT was asked for, or the pipeline failed as a whole).
-struct Batch {
-    replies: Vec<std::result::Result<Value, fred::error::Error>>,
-    acked: Option<u32>,
-}
-
-impl Batch {
-    /// With `confirm` asked for, and fewer replicas than it wants acknowledged: replicas
-    /// wanted and those that acknowledged (`None`: confirmed, or not asked for).
-    fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<(u32, u32)> {
-        let acked = self.acked.unwrap_or(0);
-        confirm
-            .filter(|c| acked < c.wanted)
-            .map(|c| (c.wanted, acked))
-    }
-}
-
-/// Sends the `EVALSHA` calls (`calls`: their arguments) in one pipeline: after `ASKING`
-/// when `asking` (for one call: the flag lasts one command); with `confirm`, between
-/// `CLIENT ID` and `WAIT`, `CLIENT ID`. The replicas that acknowledged count only if
-/// both ids are the same: WAIT counts the writes of ITS connection, and one resent on a
-/// new connection (the client resends a command whose connection dropped) would count
-/// none and return at once, so a reply that did not come from the connection that ran
-/// the calls confirms nothing. A pipeline that fails as a whole gives its error as every
-/// call's reply.
-async fn send_batch(
-    client: &Client,
-    counters: &Counters,
-    asking: bool,
-    confirm: Option<Confirm>,
-    calls: Vec<Vec<Value>>,
-) -> Batch {
-    let count = calls.len();
-    let pipeline = client.pipeline();
-    let mut before = 0;
-    if confirm.is_some() {
-        let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
-        before += 1;
-    }
-    if asking {
-        let cmd = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
-        let _: std::result::Result<(), _> = pipeline.custom(cmd, Vec::<Value>::new()).await;
-        before += 1;
-    }
-    queue_evalsha(&pipeline, calls).await;
-    let after = if let Some(c) = confirm {
-        let wait = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
-        let args: Vec<Value> = vec![
-            i64::from(c.wanted).into(),
-            i64::try_from(c.timeout_ms.max(1))
-                .unwrap_or(i64::MAX)
-                .into(),
-        ];
-        let _: std::result::Result<(), _> = pipeline.custom(wait, args).await;
-        let _: std::result::Result<(), _> = pipeline.custom(client_id(), vec!["ID"]).await;
-        2
-    } else {
-        0
-    };
-    counters.round_trips.fetch_add(1, Ordering::Relaxed);
-    let mut replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
-    let n = replies.len();
-    if n != before + count + after {
-        // the pipeline as a whole failed (a connection lost): its error, as each reply
-        let e = replies
-            .into_iter()
-            .find_map(|r| r.err())
-            .unwrap_or_else(|| {
-                fred::error::Error::new(fred::error::ErrorKind::IO, "a pipeline lost replies")
-            });
-        return Batch {
-            replies: (0..count).map(|_| Err(e.clone())).collect(),
-            acked: None,
-        };
-    }
-    let int = |r: Option<&std::result::Result<Value, fred::error::Error>>| match r {
-        Some(Ok(Value::Integer(i))) => Some(*i),
-        _ => None,
-    };
-    let acked = confirm.map(|_| match (int(replies.first()), int(replies.get(n - 1))) {
-        (Some(a), Some(b)) if a == b => {
-            u32::try_from(int(replies.get(n - 2)).unwrap_or(0).max(0)).unwrap_or(u32::MAX)
-        }
-        _ => 0,
-    });
-    replies.truncate(n - after);
-    replies.drain(..before);
-    Batch { replies, acked }
 }
 
 impl Scripts {
@@ -418,10 +307,10 @@ impl Scripts {
         Ok(())
     }
 
-    /// EVALSHA, loading the script again on NOSCRIPT; with `ASKING` before it when the
-    /// node is the target of an `ASK`; with `t.confirm`, in one round trip with the WAIT
-    /// that confirms it (what the script did stays on the master when too few replicas
-    /// acknowledged: see [`Ran`]).
+    /// EVALSHA through the connection's lane, loading the script again on NOSCRIPT; with
+    /// `ASKING` before it when the node is the target of an `ASK`; with `t.confirm`,
+    /// confirmed by the `WAIT` of the batch it goes in (what the script did stays on the
+    /// master when too few replicas acknowledged: see [`Ran`]).
     ///
     /// Boxed: the client's futures are deep types, and every acquire, renewal and release
     /// future holds one; behind a box they add one pointer to the futures above, not their
@@ -434,30 +323,30 @@ impl Scripts {
         args: Vec<String>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
-            let (client, counters, t) = (on.client, on.counters, &on.target);
-            if t.confirm.is_none() && !on.asking {
-                let value = self.run_plain(client, counters, script, t, args).await?;
-                return Ok(Ran {
-                    value,
-                    unconfirmed: None,
-                });
-            }
-            let mut call: Vec<Value> =
-                vec![script.sha1().to_string().into(), "1".into(), t.key.into()];
+            let t = &on.target;
+            let mut call: Vec<Value> = Vec::with_capacity(3 + args.len());
+            call.extend([script.sha1().to_string().into(), "1".into(), t.key.into()]);
             call.extend(args.into_iter().map(Value::from));
             for first in [true, false] {
-                let mut batch =
-                    send_batch(client, counters, on.asking, t.confirm, vec![call.clone()]).await;
+                // kept for a sending after NOSCRIPT (cloning fred's values only bumps
+                // refcounts)
+                let calls = if first {
+                    vec![call.clone()]
+                } else {
+                    vec![std::mem::take(&mut call)]
+                };
+                on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+                let mut batch = on.lane.send(on.asking, t.confirm, calls).await;
                 let reply = match batch.replies.pop() {
                     Some(r) => r,
                     None => return Err(Error::Protocol("a script call: missing reply".into())),
                 };
                 match reply {
                     Err(e) if first && e.details().starts_with("NOSCRIPT") => {
-                        counters.reloads.fetch_add(1, Ordering::Relaxed);
+                        on.counters.reloads.fetch_add(1, Ordering::Relaxed);
                         crate::observe::script_reloaded();
-                        counters.round_trips.fetch_add(1, Ordering::Relaxed);
-                        script.load(client).await?;
+                        on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+                        script.load(on.client).await?;
                     }
                     Err(e) => return Err(e.into()),
                     Ok(value) => {
@@ -468,35 +357,6 @@ impl Scripts {
             }
             Err(Error::Protocol("NOSCRIPT after loading the script".into()))
         })
-    }
-
-    /// EVALSHA alone (no confirmation, no `ASKING`), loading the script again on
-    /// NOSCRIPT.
-    async fn run_plain(
-        &self,
-        client: &Client,
-        counters: &Counters,
-        script: &Script,
-        t: &Target<'_>,
-        args: Vec<String>,
-    ) -> Result<Value> {
-        // kept for a retry after NOSCRIPT; cloning fred's values only bumps refcounts
-        let keys: Vec<fred::types::Key> = vec![t.key.into()];
-        let args: Vec<Value> = args.into_iter().map(Value::from).collect();
-        counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        match client
-            .evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
-            .await
-        {
-            Err(e) if e.details().starts_with("NOSCRIPT") => {
-                counters.reloads.fetch_add(1, Ordering::Relaxed);
-                crate::observe::script_reloaded();
-                counters.round_trips.fetch_add(2, Ordering::Relaxed);
-                script.load(client).await?;
-                Ok(client.evalsha(script.sha1().clone(), keys, args).await?)
-            }
-            other => Ok(other?),
-        }
     }
 
     pub async fn acquire(
@@ -745,7 +605,7 @@ impl Scripts {
     /// renew again on its own, e.g. after NOSCRIPT on a promoted replica).
     pub async fn renew_pipeline(
         &self,
-        client: &Client,
+        lane: &Lane,
         counters: &Counters,
         lease_ms: u64,
         items: &[RenewItem],
@@ -768,7 +628,8 @@ impl Scripts {
                 args
             })
             .collect();
-        let batch = send_batch(client, counters, false, confirm, calls).await;
+        counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        let batch = lane.send(false, confirm, calls).await;
         let unconfirmed = batch.unconfirmed(confirm);
         if let Some((wanted, acked)) = unconfirmed {
             crate::observe::not_replicated("(renewal)", wanted, acked);

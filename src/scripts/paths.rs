@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 
-use super::{Attempt, Confirm, Counters, Intent, On, RenewItem, Scripts, Target};
+use super::{Attempt, Confirm, Counters, Intent, Lane, On, RenewItem, Scripts, Target};
 use crate::error::Error;
 use crate::mode::Mode;
 
@@ -61,8 +61,10 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let node = node_for(cluster, &fast_key, &fast).await;
     general.load_all(&node).await.unwrap();
     let counters = Counters::default();
+    let lane = Lane::new(node.clone());
     let on = |key| On {
         client: &node,
+        lane: &lane,
         asking: false,
         counters: &counters,
         target: Target { key, confirm: None },
@@ -143,8 +145,10 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     let scripts = Scripts::new("spublish");
     let node = node_for(cluster, &key, &scripts).await;
     let counters = Counters::default();
+    let lane = Lane::new(node.clone());
     let on = On {
         client: &node,
+        lane: &lane,
         asking: false,
         counters: &counters,
         target: Target {
@@ -248,7 +252,13 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
         timeout_ms: 100,
     });
     let out = scripts
-        .renew_pipeline(&node, &counters, LEASE_MS, &items, confirm)
+        .renew_pipeline(
+            &Lane::new(node.clone()),
+            &counters,
+            LEASE_MS,
+            &items,
+            confirm,
+        )
         .await;
     assert_eq!(out.len(), 1);
     match &out[0] {

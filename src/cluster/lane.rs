@@ -1,0 +1,287 @@
+//! How script calls reach a node: one lane per connection, which sends the calls that
+//! come while its previous batch is on the wire as ONE pipeline, confirmed by ONE `WAIT`
+//! (group commit: many writes, one flush). The connection half of the transport; the
+//! script half (arguments, `NOSCRIPT`, replies) is `scripts`.
+//!
+//! A lane is the only way script calls reach its connection, so they reach the server
+//! in the order they were made (a lock's calls always use the same connection: see
+//! [`Node::lane`](super::node::Node::lane)). A lone call is sent at once: no
+//! timer, no added latency. Calls that come while a batch is on the wire wait for it
+//! and go together in the next: `[CLIENT ID] ([ASKING] EVALSHA)... [WAIT n t, CLIENT
+//! ID]`, the `WAIT` when any of them asks for confirmation. `WAIT` confirms every write
+//! made before it on its connection, so one `WAIT` confirms the whole batch; the ids
+//! before and after it prove that the batch ran on one connection (a command sent again
+//! on a new connection would make `WAIT` count nothing and return at once): once per
+//! batch, not per call.
+
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+use tokio::sync::{mpsc, oneshot};
+
+/// `WAIT wanted timeout_ms` after a batch, in the same round trip on the same
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Confirm {
+    /// Replicas that must acknowledge (at least 1).
+    pub wanted: u32,
+    /// At most this long (at least 1 ms: `WAIT n 0` would block for ever).
+    pub timeout_ms: u64,
+}
+
+/// A call's reply, or the error that stands for it.
+pub(crate) type Reply = std::result::Result<Value, fred::error::Error>;
+
+/// The replies of a send (one per `EVALSHA`, in order), and the replicas that
+/// acknowledged the batch it went in (`None`: no `WAIT` was sent, or the batch failed
+/// as a whole).
+pub(crate) struct Batch {
+    pub replies: Vec<Reply>,
+    pub acked: Option<u32>,
+}
+
+impl Batch {
+    /// With `confirm` asked for, and fewer replicas than it wants acknowledged: replicas
+    /// wanted and those that acknowledged (`None`: confirmed, or not asked for).
+    pub fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<(u32, u32)> {
+        let acked = self.acked.unwrap_or(0);
+        confirm
+            .filter(|c| acked < c.wanted)
+            .map(|c| (c.wanted, acked))
+    }
+}
+
+/// One send: its `EVALSHA` calls (each: sha, key count, keys, args), whether `ASKING`
+/// goes before each, the confirmation it needs, and where its replies go.
+struct Job {
+    calls: Vec<Vec<Value>>,
+    asking: bool,
+    confirm: Option<Confirm>,
+    done: oneshot::Sender<Batch>,
+}
+
+/// At most this many `EVALSHA` calls in one pipeline: a batch holds the connection for
+/// a bounded time, and the jobs after it go in the next.
+const MAX_CALLS: usize = 256;
+
+/// The lane of one connection (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Lane {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Lane {
+    /// The lane of `client`; its task runs on the current runtime until every clone of
+    /// the lane is dropped.
+    pub fn new(client: Client) -> Lane {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_lane(client, rx));
+        Lane { jobs }
+    }
+
+    /// Sends `calls` (`ASKING` before each when `asking`), with the `WAIT` of `confirm`,
+    /// in the next batch of the lane. A future dropped after its first poll leaves the
+    /// calls to be sent all the same (as a command handed to the connection would be).
+    pub async fn send(
+        &self,
+        asking: bool,
+        confirm: Option<Confirm>,
+        calls: Vec<Vec<Value>>,
+    ) -> Batch {
+        let count = calls.len();
+        let (done, reply) = oneshot::channel();
+        let job = Job {
+            calls,
+            asking,
+            confirm,
+            done,
+        };
+        if self.jobs.send(job).is_err() {
+            return failed(count, closed());
+        }
+        reply.await.unwrap_or_else(|_| failed(count, closed()))
+    }
+}
+
+fn closed() -> fred::error::Error {
+    fred::error::Error::new(
+        fred::error::ErrorKind::Canceled,
+        "the connection's lane closed",
+    )
+}
+
+/// `count` replies that are all `e`.
+fn failed(count: usize, e: fred::error::Error) -> Batch {
+    Batch {
+        replies: (0..count).map(|_| Err(e.clone())).collect(),
+        acked: None,
+    }
+}
+
+/// The lane's task: a batch of every job waiting, sent as one pipeline, its replies
+/// handed back; then the next.
+async fn run_lane(client: Client, mut rx: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut calls = first.calls.len();
+        let mut jobs = vec![first];
+        while calls < MAX_CALLS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    calls += job.calls.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        send_jobs(&client, jobs).await;
+    }
+}
+
+/// The confirmation of a batch: as many replicas as the most demanding job wants, within
+/// the shortest timeout any of them gives (none waits longer than it asked).
+fn combined(jobs: &[Job]) -> Option<Confirm> {
+    jobs.iter()
+        .filter_map(|j| j.confirm)
+        .reduce(|a, b| Confirm {
+            wanted: a.wanted.max(b.wanted),
+            timeout_ms: a.timeout_ms.min(b.timeout_ms),
+        })
+}
+
+async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
+    let confirm = combined(&jobs);
+    let pipeline = client.pipeline();
+    // the reply index of each call of each job
+    let mut replies_of: Vec<Vec<usize>> = Vec::with_capacity(jobs.len());
+    let mut queued = 0;
+    if confirm.is_some() {
+        queue(&pipeline, client_id(), vec!["ID".into()]).await;
+        queued += 1;
+    }
+    for job in &mut jobs {
+        let mut indexes = Vec::with_capacity(job.calls.len());
+        for call in std::mem::take(&mut job.calls) {
+            if job.asking {
+                // the flag lasts one command: right before each call
+                queue(&pipeline, command("ASKING"), Vec::new()).await;
+                queued += 1;
+            }
+            queue(&pipeline, command("EVALSHA"), call).await;
+            indexes.push(queued);
+            queued += 1;
+        }
+        replies_of.push(indexes);
+    }
+    if let Some(c) = confirm {
+        let timeout = i64::try_from(c.timeout_ms.max(1)).unwrap_or(i64::MAX);
+        queue(
+            &pipeline,
+            command("WAIT"),
+            vec![i64::from(c.wanted).into(), timeout.into()],
+        )
+        .await;
+        queue(&pipeline, client_id(), vec!["ID".into()]).await;
+        queued += 2;
+    }
+    let replies: Vec<Reply> = pipeline.try_all().await;
+    if replies.len() != queued {
+        // the pipeline as a whole failed (a connection lost): its error, as each reply
+        let e = replies
+            .into_iter()
+            .find_map(|r| r.err())
+            .unwrap_or_else(|| {
+                fred::error::Error::new(fred::error::ErrorKind::IO, "a pipeline lost replies")
+            });
+        for (job, indexes) in jobs.into_iter().zip(replies_of) {
+            let _ = job.done.send(failed(indexes.len(), e.clone()));
+        }
+        return;
+    }
+    let acked = confirm.map(|_| acknowledged(&replies));
+    for (job, indexes) in jobs.into_iter().zip(replies_of) {
+        let batch = Batch {
+            replies: indexes.into_iter().map(|i| replies[i].clone()).collect(),
+            // a job that asked for no confirmation is told none
+            acked: job.confirm.and(acked),
+        };
+        // (a caller that gave up: its calls ran all the same)
+        let _ = job.done.send(batch);
+    }
+}
+
+/// The replicas a batch's `WAIT` counted (its last three replies: `CLIENT ID`, `WAIT`,
+/// `CLIENT ID` after the first `CLIENT ID`), or 0 when the ids differ: the batch did not
+/// run on one connection, and its `WAIT` proves nothing.
+fn acknowledged(replies: &[Reply]) -> u32 {
+    let int = |r: Option<&Reply>| match r {
+        Some(Ok(Value::Integer(i))) => Some(*i),
+        _ => None,
+    };
+    let n = replies.len();
+    match (int(replies.first()), int(replies.get(n.wrapping_sub(1)))) {
+        (Some(a), Some(b)) if a == b && n >= 3 => {
+            u32::try_from(int(replies.get(n - 2)).unwrap_or(0).max(0)).unwrap_or(u32::MAX)
+        }
+        _ => 0,
+    }
+}
+
+fn command(name: &'static str) -> CustomCommand {
+    CustomCommand::new_static(name, ClusterHash::Random, false)
+}
+
+fn client_id() -> CustomCommand {
+    command("CLIENT")
+}
+
+/// Queues one command on `pipeline` (its reply comes from `try_all`).
+async fn queue(pipeline: &fred::clients::Pipeline<Client>, cmd: CustomCommand, args: Vec<Value>) {
+    let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(confirm: Option<Confirm>) -> Job {
+        Job {
+            calls: Vec::new(),
+            asking: false,
+            confirm,
+            done: oneshot::channel().0,
+        }
+    }
+
+    #[test]
+    fn a_batch_waits_for_the_most_replicas_within_the_shortest_timeout() {
+        let c = |wanted, timeout_ms| Some(Confirm { wanted, timeout_ms });
+        assert_eq!(combined(&[job(None), job(None)]), None);
+        assert_eq!(
+            combined(&[job(c(1, 50)), job(None), job(c(2, 20))]),
+            c(2, 20)
+        );
+    }
+
+    #[test]
+    fn a_wait_counts_only_between_equal_connection_ids() {
+        let i = |n: i64| -> Reply { Ok(Value::Integer(n)) };
+        // CLIENT ID, EVALSHA, WAIT, CLIENT ID
+        assert_eq!(acknowledged(&[i(7), i(1), i(2), i(7)]), 2);
+        // sent again on a new connection: proves nothing
+        assert_eq!(acknowledged(&[i(7), i(1), i(2), i(8)]), 0);
+        assert_eq!(acknowledged(&[i(7)]), 0);
+        assert_eq!(acknowledged(&[]), 0);
+        let b = Batch {
+            replies: Vec::new(),
+            acked: Some(1),
+        };
+        let want = |wanted| {
+            Some(Confirm {
+                wanted,
+                timeout_ms: 5,
+            })
+        };
+        assert_eq!(b.unconfirmed(want(1)), None);
+        assert_eq!(b.unconfirmed(want(2)), Some((2, 1)));
+        assert_eq!(b.unconfirmed(None), None);
+    }
+}
