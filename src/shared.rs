@@ -55,6 +55,7 @@ impl Inner {
         On {
             client: &link.client,
             lane: &link.lane,
+            direct: self.config.durability == Durability::MasterOnly,
             asking: link.asking,
             counters: &self.counters,
             target: Target { key, confirm },

@@ -228,8 +228,13 @@ pub(crate) struct Target<'a> {
 pub(crate) struct On<'a> {
     /// The connection (to load a script it lacks).
     pub client: &'a Client,
-    /// The connection's lane, which every script call takes (see `transport`).
+    /// The connection's lane, which script calls take when confirmation is in use (see
+    /// `cluster::lane`).
     pub lane: &'a Lane,
+    /// Nothing is ever confirmed on this client (`Durability::MasterOnly`): a call
+    /// without `ASKING` goes straight to the connection, which keeps many in flight
+    /// (there is no `WAIT` to share, and a lane would only serialize the batches).
+    pub direct: bool,
     /// The node is the target of an `ASK`: `ASKING` goes right before the script, in
     /// the same pipeline.
     pub asking: bool,
@@ -324,6 +329,15 @@ impl Scripts {
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
             let t = &on.target;
+            if on.direct && t.confirm.is_none() && !on.asking {
+                let value = self
+                    .run_plain(on.client, on.counters, script, t, args)
+                    .await?;
+                return Ok(Ran {
+                    value,
+                    unconfirmed: None,
+                });
+            }
             let mut call: Vec<Value> = Vec::with_capacity(3 + args.len());
             call.extend([script.sha1().to_string().into(), "1".into(), t.key.into()]);
             call.extend(args.into_iter().map(Value::from));
@@ -357,6 +371,35 @@ impl Scripts {
             }
             Err(Error::Protocol("NOSCRIPT after loading the script".into()))
         })
+    }
+
+    /// EVALSHA alone (no confirmation, no `ASKING`), loading the script again on
+    /// NOSCRIPT.
+    async fn run_plain(
+        &self,
+        client: &Client,
+        counters: &Counters,
+        script: &Script,
+        t: &Target<'_>,
+        args: Vec<String>,
+    ) -> Result<Value> {
+        // kept for a retry after NOSCRIPT; cloning fred's values only bumps refcounts
+        let keys: Vec<fred::types::Key> = vec![t.key.into()];
+        let args: Vec<Value> = args.into_iter().map(Value::from).collect();
+        counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        match client
+            .evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
+            .await
+        {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                counters.reloads.fetch_add(1, Ordering::Relaxed);
+                crate::observe::script_reloaded();
+                counters.round_trips.fetch_add(2, Ordering::Relaxed);
+                script.load(client).await?;
+                Ok(client.evalsha(script.sha1().clone(), keys, args).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     pub async fn acquire(

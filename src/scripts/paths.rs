@@ -65,6 +65,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let on = |key| On {
         client: &node,
         lane: &lane,
+        direct: false,
         asking: false,
         counters: &counters,
         target: Target { key, confirm: None },
@@ -149,6 +150,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     let on = On {
         client: &node,
         lane: &lane,
+        direct: false,
         asking: false,
         counters: &counters,
         target: Target {
