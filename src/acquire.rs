@@ -97,7 +97,7 @@ impl Leftovers {
         if !self.armed || self.from.is_none() {
             return Ok(());
         }
-        let budget = self.raw.inner.config.command_timeout.min(SETTLE_BUDGET);
+        let budget = self.raw.config().command_timeout.min(SETTLE_BUDGET);
         let withdraw = abandon(&self.raw, &self.owner, self.id, self.write, self.from);
         let outcome = match tokio::time::timeout(budget, withdraw).await {
             Ok(Ok(())) => {
@@ -124,7 +124,7 @@ impl Drop for Leftovers {
                 self.write,
                 self.from,
             );
-            raw.inner.clone().runtime.spawn(async move {
+            raw.clone().spawn(async move {
                 let _ = abandon(&raw, &owner, id, write, from).await;
             });
         }
@@ -152,9 +152,9 @@ fn observe(
     fence: Option<u64>,
     outcome: observe::Outcome,
 ) {
-    let label_name = lock.inner.config.metrics_lock_names;
+    let label_name = lock.config().metrics_lock_names;
     observe::acquired(
-        &lock.name,
+        lock.name(),
         label_name,
         ask.mode(),
         began.elapsed(),
@@ -166,7 +166,7 @@ fn observe(
 
 async fn try_hold_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
     check_owner(&owner)?;
-    let id = lock.inner.next_hold_id();
+    let id = lock.next_hold_id();
     let mut leftovers = Leftovers {
         raw: lock.clone(),
         owner: owner.clone(),
@@ -194,7 +194,7 @@ pub(crate) async fn wait_hold(
     let _waiting = observe::Waiting::start();
     let mut attempts = 0;
     #[cfg(feature = "tracing")]
-    let span = observe::acquire_span(&lock.name, ask.mode(), &owner);
+    let span = observe::acquire_span(lock.name(), ask.mode(), &owner);
     let wait = wait_loop(lock, owner, ask, timeout, &mut attempts);
     #[cfg(feature = "tracing")]
     let wait = tracing::Instrument::instrument(wait, span);
@@ -225,8 +225,7 @@ async fn wait_loop(
     // later ones stop at the deadline
     let mut attempt_deadline = deadline.map(|d| d.max(began + FIRST_ATTEMPT));
     let timed_out = || Error::Timeout(timeout.unwrap_or_default());
-    let inner = &lock.inner;
-    let mut id = inner.next_hold_id();
+    let mut id = lock.next_hold_id();
     let write = ask.writes();
     let mut leftovers = Leftovers {
         raw: lock.clone(),
@@ -246,13 +245,13 @@ async fn wait_loop(
         };
     }
     let mut sub: Option<Subscription> = None;
-    let refresh = inner.config.lease / 3;
+    let refresh = lock.config().lease / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
     loop {
         if sub.is_none() {
-            if let Some(n) = inner.notifier() {
-                let join = n.join(&lock.channel, lock.slot);
+            if let Some(n) = lock.notifier() {
+                let join = n.join(lock.channel(), lock.slot());
                 let Some(joined) = within(attempt_deadline, join).await else {
                     give_up!();
                 };
@@ -270,7 +269,7 @@ async fn wait_loop(
             Ok(Outcome::Granted(hold)) => {
                 leftovers.armed = false;
                 if handed_to_me {
-                    observe::handed_over(&lock.name, hold.fence);
+                    observe::handed_over(lock.name(), hold.fence);
                 }
                 return Ok(hold);
             }
@@ -289,7 +288,7 @@ async fn wait_loop(
                 if matches!(e, Error::NotReplicated { .. }) {
                     // the undo of that grant runs in the background: a retry under
                     // the same id could be granted and then undone by it
-                    id = inner.next_hold_id();
+                    id = lock.next_hold_id();
                     leftovers.id = id;
                     handed_to_me = false;
                 }
@@ -331,7 +330,7 @@ async fn wait_loop(
                 }
             }
             None => {
-                let retry = Instant::now() + inner.config.retry_interval;
+                let retry = Instant::now() + lock.config().retry_interval;
                 tokio::time::sleep_until(until.min(retry)).await
             }
         }
@@ -347,7 +346,7 @@ async fn wait_loop(
 /// replicas did not confirm), so that the caller's error comes without delay.
 fn undo(lock: &RawLock, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
     let (raw, owner) = (lock.clone(), owner.clone());
-    lock.inner.runtime.spawn(async move {
+    lock.spawn(async move {
         let _ = abandon(&raw, &owner, id, write, from).await;
     });
 }

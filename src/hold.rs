@@ -49,7 +49,7 @@ impl Hold {
         mode: Mode,
         sent: Instant,
     ) -> Hold {
-        let until = raw.inner.keeper.belief(sent);
+        let until = raw.keeper().belief(sent);
         Hold::believed_until(raw, owner, id, fence, mode, sent, until)
     }
 
@@ -65,11 +65,8 @@ impl Hold {
         until: Instant,
     ) -> Hold {
         let state = HoldState::new(until);
-        let inner = &raw.inner;
-        if inner.keeper.add(&raw.key, &owner, id, state.clone()) {
-            crate::renewal::start(inner);
-        }
-        observe::held(inner.keeper.held());
+        raw.renew_from_now_on(&owner, id, state.clone());
+        observe::held(raw.keeper().held());
         Hold {
             raw,
             owner,
@@ -83,9 +80,9 @@ impl Hold {
     }
 
     fn observe_release(&self, ok: bool) {
-        let label_name = self.raw.inner.config.metrics_lock_names;
+        let label_name = self.raw.config().metrics_lock_names;
         observe::released(
-            &self.raw.name,
+            self.raw.name(),
             label_name,
             self.mode,
             self.granted.elapsed(),
@@ -101,10 +98,9 @@ impl Hold {
 
     fn stop_renewing(&self) {
         self.raw
-            .inner
-            .keeper
-            .remove(&self.raw.key, &self.owner, self.id);
-        observe::held(self.raw.inner.keeper.held());
+            .keeper()
+            .remove(self.raw.key(), &self.owner, self.id);
+        observe::held(self.raw.keeper().held());
     }
 
     pub async fn release(mut self) -> Result<()> {
@@ -137,7 +133,7 @@ impl Hold {
     pub(crate) async fn convert(mut self, mode: Mode) -> Result<Hold> {
         let raw = self.raw.clone();
         let owner = self.owner.clone();
-        let to = raw.inner.next_hold_id();
+        let to = raw.next_hold_id();
         let sent = Instant::now();
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
@@ -179,7 +175,7 @@ impl Hold {
 /// Gives hold `id` of `owner` back in the background, following the cluster for a
 /// lease at most.
 fn give_back(raw: RawLock, owner: Arc<str>, id: u64) {
-    raw.inner.clone().runtime.spawn(async move {
+    raw.clone().spawn(async move {
         // (what it found does not matter: nobody is told)
         let _ = raw.release(&owner, id, 0, raw.release_budget()).await;
     });

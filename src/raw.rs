@@ -27,13 +27,75 @@ use crate::shared::{Confirmed, Inner};
 use crate::slot;
 
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
+/// Its fields are its own: the policy above reads them, and the few parts of the client
+/// it needs (configuration, hold ids, the renewal book, the subscriptions, the runtime),
+/// through the accessors below.
 #[derive(Clone)]
 pub(crate) struct RawLock {
-    pub inner: Arc<Inner>,
-    pub name: Arc<str>,
-    pub key: Arc<str>,
-    pub channel: Arc<str>,
-    pub slot: u16,
+    inner: Arc<Inner>,
+    name: Arc<str>,
+    key: Arc<str>,
+    channel: Arc<str>,
+    slot: u16,
+}
+
+/// What the policy reads of the lock and of its client.
+impl RawLock {
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    pub fn key(&self) -> &Arc<str> {
+        &self.key
+    }
+
+    pub fn channel(&self) -> &Arc<str> {
+        &self.channel
+    }
+
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
+    pub fn config(&self) -> &crate::config::LockConfig {
+        &self.inner.config
+    }
+
+    /// A hold id no other hold of this process has.
+    pub fn next_hold_id(&self) -> u64 {
+        self.inner.next_hold_id()
+    }
+
+    /// The client's renewal book.
+    pub fn keeper(&self) -> &crate::lease::Keeper {
+        &self.inner.keeper
+    }
+
+    /// Starts renewing hold `id` of `owner`, believed as `state` says (and the renewal
+    /// task, for the client's first hold).
+    pub fn renew_from_now_on(
+        &self,
+        owner: &Arc<str>,
+        id: u64,
+        state: Arc<crate::lease::HoldState>,
+    ) {
+        if self.inner.keeper.add(&self.key, owner, id, state) {
+            crate::renewal::start(&self.inner);
+        }
+    }
+
+    /// The client's release subscriptions, unless notifications are off.
+    pub fn notifier(&self) -> Option<&Arc<crate::cluster::notify::Notifier>> {
+        self.inner.notifier()
+    }
+
+    /// Runs `task` in the background, on the client's runtime.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.runtime.spawn(task);
+    }
 }
 
 impl RawLock {

@@ -63,9 +63,9 @@ pub struct RwLock {
 impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RwLock")
-            .field("name", &self.raw.name)
-            .field("key", &self.raw.key)
-            .field("slot", &self.raw.slot)
+            .field("name", self.raw.name())
+            .field("key", self.raw.key())
+            .field("slot", &self.raw.slot())
             .field("owner", &self.owner)
             .field("explicit_owner", &self.explicit)
             .finish()
@@ -314,7 +314,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.raw.name
+        self.raw.name()
     }
 
     /// The hash key that holds the lock's state: `<prefix>:{<name>}`, or `<prefix>:<name>`
@@ -328,7 +328,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn key(&self) -> &str {
-        &self.raw.key
+        self.raw.key()
     }
 
     /// The channel that release messages go to: `<key>:released` (same slot).
@@ -339,7 +339,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn channel(&self) -> &str {
-        &self.raw.channel
+        self.raw.channel()
     }
 
     /// Whether `key` (a key of the application's data) is in this lock's slot: the lock
@@ -365,7 +365,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn slot(&self) -> u16 {
-        self.raw.slot
+        self.raw.slot()
     }
 
     /// The owner token: the one given to [`with_owner`](Self::with_owner), or, for a
@@ -427,7 +427,7 @@ impl RwLock {
         if self.explicit {
             self.owner.clone()
         } else {
-            format!("{}:{}", self.owner, self.raw.inner.next_hold_id()).into()
+            format!("{}:{}", self.owner, self.raw.next_hold_id()).into()
         }
     }
 
