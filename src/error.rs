@@ -78,6 +78,21 @@ pub enum Error {
     /// calls are idempotent and are sent again where that is safe.
     #[error("no answer in time: {0}")]
     Unavailable(String),
+    /// A guarded command ([`Grant::guarded`](crate::Grant::guarded)) that cannot run
+    /// under the lock: not among the commands allowed, a write under a read hold, or
+    /// too few arguments. Nothing was sent.
+    #[error("invalid guarded command: {0}")]
+    InvalidCommand(String),
+    /// A guarded command names a key outside the lock's slot. Nothing was sent.
+    #[error("the key {key:?} is in slot {key_slot}, not in the lock's slot {lock_slot}")]
+    WrongSlot {
+        /// The key.
+        key: String,
+        /// Its slot.
+        key_slot: u16,
+        /// The lock's slot.
+        lock_slot: u16,
+    },
     /// An error that the Redis client or server reported (a refused connection, an
     /// authentication or permission error, a cluster error, ...): the client's error is
     /// kept as the [`source`](std::error::Error::source), and [`fred`](crate::fred) is

@@ -308,6 +308,7 @@ pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };
 pub use error::{Error, Result};
+pub use lock::guarded;
 pub use lock::{AnyGuard, Finished, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use lock::{Holder, LockState, RwLock};
 pub use message::ReleaseMessage;

@@ -224,6 +224,48 @@ impl RawLock {
         })
     }
 
+    /// Runs `commands` on keys of the lock's slot while hold `id` of `owner` is on the
+    /// server (`lua/guarded.lua`), confirmed by the replicas (see
+    /// [`Scripts::guarded`](crate::scripts::Scripts::guarded)). Sent again only after a
+    /// redirect (the script did not run there): after a sending that got no answer, the
+    /// commands may have run, and running them twice could write twice, so the call
+    /// fails with [`Error::Unavailable`] instead.
+    pub async fn guarded(
+        &self,
+        owner: &str,
+        id: u64,
+        writes: bool,
+        keys: &[String],
+        commands: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (inner, key) = (&self.inner, &*self.key);
+        let in_flight = AtomicBool::new(false);
+        self.call(|c| {
+            let unsure = in_flight.swap(true, Ordering::AcqRel);
+            let in_flight = &in_flight;
+            async move {
+                if unsure {
+                    return Err(Error::Unavailable(
+                        "a guarded call got no answer: its commands may have run, and are not sent again".into(),
+                    ));
+                }
+                let on = inner.on(&c, key, Confirmed::By(None));
+                let reply = inner
+                    .scripts
+                    .guarded(on, keys.to_vec(), owner, id, writes, commands)
+                    .await;
+                let redirected =
+                    matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
+                if redirected {
+                    in_flight.store(false, Ordering::Release);
+                }
+                reply
+            }
+        })
+        .await
+    }
+
     /// How long a release is followed through timeouts and failovers: a lease (a hold not
     /// given back by then has expired), and at least the command timeout.
     pub fn release_budget(&self) -> Duration {

@@ -28,6 +28,23 @@ pub struct Grant {
 }
 
 impl Grant {
+    /// Redis commands on keys of this lock's slot that run only while this hold is on
+    /// the server: the check and the commands are one script on one node, so a hold
+    /// that is gone (its lease ran out by the server's clock, broken by
+    /// [`force_release`](crate::LockClient::force_release), lost in a failover) writes
+    /// NOTHING, and the call is [`Error::LockLost`](crate::Error::LockLost). Writes need
+    /// a write hold; reads run under any. See [`Guarded`](crate::guarded::Guarded).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let guard = lock.write().await?; // the lock `orders:{42}`
+    /// guard.guarded().set("orders:{42}:status", "paid").run().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn guarded(&self) -> super::guarded::Guarded<'_> {
+        super::guarded::Guarded::new(self)
+    }
     pub(crate) fn new(hold: Hold, lock: RwLock) -> Grant {
         Grant { hold, lock }
     }

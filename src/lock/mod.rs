@@ -7,6 +7,7 @@ use std::time::Duration;
 
 mod finished;
 mod guard;
+pub mod guarded;
 
 pub use finished::Finished;
 pub use guard::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};

@@ -159,6 +159,7 @@ pub(crate) struct Scripts {
     withdraw: Script,
     state: Script,
     force_release: Script,
+    guarded: Script,
 }
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -280,6 +281,7 @@ impl Scripts {
             withdraw: script(publish, lua!("withdraw.lua", 1)),
             state: script(publish, lua!("state.lua", 0)),
             force_release: script(publish, lua!("force_release.lua", 0)),
+            guarded: script(publish, lua!("guarded.lua", 1)),
         }
     }
 
@@ -306,6 +308,7 @@ impl Scripts {
             &self.withdraw,
             &self.state,
             &self.force_release,
+            &self.guarded,
         ] {
             s.load(client).await?;
         }
@@ -327,9 +330,22 @@ impl Scripts {
         script: &'a Script,
         args: Vec<String>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
+        let args = args.into_iter().map(Value::from).collect();
+        self.run_with(on, script, Vec::new(), args)
+    }
+
+    /// [`run`](Self::run) with keys after the lock's (`KEYS[2..]`) and arguments of any
+    /// bytes.
+    fn run_with<'a>(
+        &'a self,
+        on: On<'a>,
+        script: &'a Script,
+        extra_keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
             let t = &on.target;
-            if on.direct && t.confirm.is_none() && !on.asking {
+            if on.direct && t.confirm.is_none() && !on.asking && extra_keys.is_empty() {
                 let value = self
                     .run_plain(on.client, on.counters, script, t, args)
                     .await?;
@@ -338,9 +354,11 @@ impl Scripts {
                     unconfirmed: None,
                 });
             }
-            let mut call: Vec<Value> = Vec::with_capacity(3 + args.len());
-            call.extend([script.sha1().to_string().into(), "1".into(), t.key.into()]);
-            call.extend(args.into_iter().map(Value::from));
+            let mut call: Vec<Value> = Vec::with_capacity(3 + extra_keys.len() + args.len());
+            let keys = i64::try_from(1 + extra_keys.len()).unwrap_or(i64::MAX);
+            call.extend([script.sha1().to_string().into(), keys.into(), t.key.into()]);
+            call.extend(extra_keys.into_iter().map(Value::from));
+            call.extend(args);
             for first in [true, false] {
                 // kept for a sending after NOSCRIPT (cloning fred's values only bumps
                 // refcounts)
@@ -381,11 +399,10 @@ impl Scripts {
         counters: &Counters,
         script: &Script,
         t: &Target<'_>,
-        args: Vec<String>,
+        args: Vec<Value>,
     ) -> Result<Value> {
         // kept for a retry after NOSCRIPT; cloning fred's values only bumps refcounts
         let keys: Vec<fred::types::Key> = vec![t.key.into()];
-        let args: Vec<Value> = args.into_iter().map(Value::from).collect();
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         match client
             .evalsha::<Value, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
@@ -604,6 +621,64 @@ impl Scripts {
             holders,
             queued,
         })
+    }
+}
+
+impl Scripts {
+    /// Runs `commands` (each: its words) on keys of the lock's slot (`keys`, declared so
+    /// that the cluster checks them) while hold `id` of `owner` is on the server
+    /// (`lua/guarded.lua`), confirmed as `on` says: each command's reply, or its error's
+    /// message. [`Error::LockLost`] when the hold is gone (nothing ran);
+    /// [`Error::NotReplicated`] when the commands ran on the master but too few replicas
+    /// acknowledged them in time.
+    pub async fn guarded(
+        &self,
+        on: On<'_>,
+        keys: Vec<String>,
+        owner: &str,
+        id: u64,
+        writes: bool,
+        commands: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<std::result::Result<Value, String>>> {
+        let mut args: Vec<Value> = vec![
+            owner.into(),
+            id.to_string().into(),
+            if writes { "1" } else { "0" }.into(),
+        ];
+        for words in commands {
+            args.push(words.len().to_string().into());
+            args.extend(words.iter().map(|w| Value::Bytes(w.clone().into())));
+        }
+        let key = on.target.key;
+        let ran = self.run_with(on, &self.guarded, keys, args).await?;
+        let value = ran.confirmed(key)?;
+        let parts = status(key, value)?;
+        match code(&parts)? {
+            1 => {}
+            2 => return Err(Error::LockLost),
+            -5 => {
+                return Err(Error::InvalidCommand(
+                    "a command writes and the hold is not a write hold".into(),
+                ))
+            }
+            c => return Err(Error::Protocol(format!("guarded: code {c}"))),
+        }
+        let Some(Value::Array(replies)) = parts.get(1) else {
+            return Err(Error::Protocol("guarded: no replies".into()));
+        };
+        replies
+            .iter()
+            .map(|r| match r {
+                Value::Array(pair) => match (pair.first(), pair.get(1)) {
+                    (Some(Value::Integer(0)), reply) => {
+                        Ok(Ok(reply.cloned().unwrap_or(Value::Null)))
+                    }
+                    (Some(Value::Integer(1)), Some(message)) => Ok(Err(text(message)?)),
+                    _ => Err(Error::Protocol("guarded: a malformed reply".into())),
+                },
+                _ => Err(Error::Protocol("guarded: a malformed reply".into())),
+            })
+            .collect()
     }
 }
 

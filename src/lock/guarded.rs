@@ -1,0 +1,385 @@
+//! Guarded commands: Redis commands on keys of the lock's slot that run only while the
+//! hold is on the server ([`Grant::guarded`]).
+
+use fred::types::Value;
+
+use super::Grant;
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+
+/// Where a command's keys are among its arguments.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// The first argument.
+    First,
+    /// Every argument.
+    All,
+}
+
+/// The commands a guarded call may run: name, whether it writes, where its keys are.
+/// Commands on the keys of one slot that neither block, nor publish, nor touch the
+/// cluster, scripts or the server: what a script may run and what a holder needs.
+const COMMANDS: &[(&str, bool, Keys)] = &[
+    // strings
+    ("GET", false, Keys::First),
+    ("MGET", false, Keys::All),
+    ("STRLEN", false, Keys::First),
+    ("GETRANGE", false, Keys::First),
+    ("SET", true, Keys::First),
+    ("SETNX", true, Keys::First),
+    ("GETSET", true, Keys::First),
+    ("GETDEL", true, Keys::First),
+    ("APPEND", true, Keys::First),
+    ("INCR", true, Keys::First),
+    ("INCRBY", true, Keys::First),
+    ("INCRBYFLOAT", true, Keys::First),
+    ("DECR", true, Keys::First),
+    ("DECRBY", true, Keys::First),
+    // keys
+    ("EXISTS", false, Keys::All),
+    ("TYPE", false, Keys::First),
+    ("TTL", false, Keys::First),
+    ("PTTL", false, Keys::First),
+    ("DEL", true, Keys::All),
+    ("UNLINK", true, Keys::All),
+    ("EXPIRE", true, Keys::First),
+    ("PEXPIRE", true, Keys::First),
+    ("PERSIST", true, Keys::First),
+    // hashes
+    ("HGET", false, Keys::First),
+    ("HMGET", false, Keys::First),
+    ("HGETALL", false, Keys::First),
+    ("HEXISTS", false, Keys::First),
+    ("HLEN", false, Keys::First),
+    ("HKEYS", false, Keys::First),
+    ("HVALS", false, Keys::First),
+    ("HSET", true, Keys::First),
+    ("HSETNX", true, Keys::First),
+    ("HDEL", true, Keys::First),
+    ("HINCRBY", true, Keys::First),
+    ("HINCRBYFLOAT", true, Keys::First),
+    // lists
+    ("LRANGE", false, Keys::First),
+    ("LLEN", false, Keys::First),
+    ("LINDEX", false, Keys::First),
+    ("LPUSH", true, Keys::First),
+    ("RPUSH", true, Keys::First),
+    ("LPOP", true, Keys::First),
+    ("RPOP", true, Keys::First),
+    ("LSET", true, Keys::First),
+    ("LTRIM", true, Keys::First),
+    // sets
+    ("SMEMBERS", false, Keys::First),
+    ("SISMEMBER", false, Keys::First),
+    ("SCARD", false, Keys::First),
+    ("SADD", true, Keys::First),
+    ("SREM", true, Keys::First),
+    // sorted sets
+    ("ZSCORE", false, Keys::First),
+    ("ZRANK", false, Keys::First),
+    ("ZRANGE", false, Keys::First),
+    ("ZCARD", false, Keys::First),
+    ("ZADD", true, Keys::First),
+    ("ZREM", true, Keys::First),
+    ("ZINCRBY", true, Keys::First),
+];
+
+/// One command's reply in a guarded call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// No value (a missing key, a field that is not there).
+    Nil,
+    /// An integer.
+    Integer(i64),
+    /// A string or a status (`OK`), as bytes.
+    Bytes(Vec<u8>),
+    /// A list of replies.
+    Array(Vec<Reply>),
+    /// The command failed (a wrong type, a value that is not a number, ...); the
+    /// commands before it ran, and so did those after it (as in `MULTI`/`EXEC`).
+    Error(String),
+}
+
+impl Reply {
+    fn of(v: Value) -> Reply {
+        match v {
+            Value::Null => Reply::Nil,
+            Value::Integer(i) => Reply::Integer(i),
+            Value::Boolean(b) => Reply::Integer(i64::from(b)),
+            Value::Double(d) => Reply::Bytes(d.to_string().into_bytes()),
+            Value::String(s) => Reply::Bytes(s.as_bytes().to_vec()),
+            Value::Bytes(b) => Reply::Bytes(b.to_vec()),
+            Value::Array(a) => Reply::Array(a.into_iter().map(Reply::of).collect()),
+            Value::Map(m) => Reply::Array(
+                m.inner()
+                    .into_iter()
+                    .flat_map(|(k, v)| [Reply::Bytes(k.as_bytes().to_vec()), Reply::of(v)])
+                    .collect(),
+            ),
+            Value::Queued => Reply::Nil,
+        }
+    }
+
+    /// The reply as text, for a string or status reply that is UTF-8.
+    ///
+    /// ```
+    /// use cluster_rwlock::guarded::Reply;
+    /// assert_eq!(Reply::Bytes(b"paid".to_vec()).as_str(), Some("paid"));
+    /// assert_eq!(Reply::Integer(1).as_str(), None);
+    /// ```
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Reply::Bytes(b) => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
+    /// The reply as an integer.
+    ///
+    /// ```
+    /// use cluster_rwlock::guarded::Reply;
+    /// assert_eq!(Reply::Integer(41).as_int(), Some(41));
+    /// assert_eq!(Reply::Nil.as_int(), None);
+    /// ```
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Reply::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+/// Commands to run while a hold is on the server, made by [`Grant::guarded`]: add
+/// commands with [`command`](Self::command) (or the shorthands), then
+/// [`run`](Self::run) them, all in one script on the lock's node.
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// // the lock `orders:{42}` lives in the slot of `{42}`, with the order's data
+/// let guard = lock.write().await?;
+/// let replies = guard
+///     .guarded()
+///     .set("orders:{42}:status", "paid")
+///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+///     .run()
+///     .await?; // Error::LockLost, and nothing written, if the hold is gone
+/// assert_eq!(replies[1].as_int(), Some(9));
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "nothing is sent until `run` is awaited"]
+pub struct Guarded<'a> {
+    grant: &'a Grant,
+    commands: Vec<Vec<Vec<u8>>>,
+    keys: Vec<String>,
+    writes: bool,
+    /// The first mistake in the commands added: `run` returns it, sending nothing.
+    refused: Option<Error>,
+}
+
+impl<'a> Guarded<'a> {
+    pub(crate) fn new(grant: &'a Grant) -> Guarded<'a> {
+        Guarded {
+            grant,
+            commands: Vec::new(),
+            keys: Vec::new(),
+            writes: false,
+            refused: None,
+        }
+    }
+
+    /// Adds the command `name` with its arguments, keys first (`SET key value`, `HINCRBY
+    /// key field n`, `DEL key key ...`). Arguments are bytes, so any value may be sent
+    /// (the fence is [`Grant::fence`], known before the call: put it in any argument).
+    /// The commands allowed are those on keys that neither block nor publish nor touch
+    /// scripts, the cluster or the server (strings, hashes, lists, sets, sorted sets,
+    /// `DEL`, `EXPIRE`, ...; see the crate docs); a command that writes needs a write
+    /// hold. A command outside that set, or a key outside the lock's slot, makes
+    /// [`run`](Self::run) fail without sending anything.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// let fence = guard.fence().to_string();
+    /// guard
+    ///     .guarded()
+    ///     .command("HSET", ["orders:{42}", "status", "paid", "fence", fence.as_str()])
+    ///     .run()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn command<I, A>(mut self, name: &str, args: I) -> Guarded<'a>
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<[u8]>,
+    {
+        if self.refused.is_some() {
+            return self;
+        }
+        let upper = name.to_ascii_uppercase();
+        let args: Vec<Vec<u8>> = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
+        let Some(&(_, writes, keys)) = COMMANDS.iter().find(|(n, _, _)| *n == upper) else {
+            self.refused = Some(Error::InvalidCommand(format!(
+                "{name} is not among the commands a guarded call may run"
+            )));
+            return self;
+        };
+        let named = match keys {
+            Keys::First => args.first().into_iter().collect::<Vec<_>>(),
+            Keys::All => args.iter().collect(),
+        };
+        if named.is_empty() {
+            self.refused = Some(Error::InvalidCommand(format!("{name} without a key")));
+            return self;
+        }
+        let lock_slot = self.grant.lock.slot();
+        for key in named {
+            let key_slot = crate::slot::key_slot(key);
+            let text = String::from_utf8_lossy(key).into_owned();
+            if key_slot != lock_slot {
+                self.refused = Some(Error::WrongSlot {
+                    key: text,
+                    key_slot,
+                    lock_slot,
+                });
+                return self;
+            }
+            if !self.keys.contains(&text) {
+                self.keys.push(text);
+            }
+        }
+        if writes && self.grant.mode() != Mode::Write {
+            self.refused = Some(Error::InvalidCommand(format!(
+                "{name} writes, and this is a {} hold (writes need a write hold)",
+                self.grant.mode().as_str()
+            )));
+            return self;
+        }
+        self.writes |= writes;
+        let mut words = Vec::with_capacity(1 + args.len());
+        words.push(upper.into_bytes());
+        words.extend(args);
+        self.commands.push(words);
+        self
+    }
+
+    /// `SET key value`.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// guard.guarded().set("orders:{42}:status", "paid").run().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set(self, key: &str, value: impl AsRef<[u8]>) -> Guarded<'a> {
+        self.command("SET", [key.as_bytes(), value.as_ref()])
+    }
+
+    /// `GET key`.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::ReadGuard) -> cluster_rwlock::Result<()> {
+    /// let status = guard.guarded().get("orders:{42}:status").run().await?;
+    /// println!("{:?}", status[0].as_str());
+    /// # Ok(()) }
+    /// ```
+    pub fn get(self, key: &str) -> Guarded<'a> {
+        self.command("GET", [key])
+    }
+
+    /// `DEL key`.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// guard.guarded().del("orders:{42}:draft").run().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn del(self, key: &str) -> Guarded<'a> {
+        self.command("DEL", [key])
+    }
+
+    /// Runs the commands in one script on the lock's node, after checking there that the
+    /// hold is still there and its lease, by the server's clock, has not run out: each
+    /// command's reply, in order ([`Reply::Error`] for a command that failed: the others
+    /// ran, as in `MULTI`/`EXEC`).
+    ///
+    /// Confirmed as grants are (see [`Durability`](crate::Durability)): by default the
+    /// replies come back once the replicas that could be promoted have the writes, so
+    /// that a confirmed write survives a failover with the hold.
+    ///
+    /// # Cancel safety
+    /// Once sent, the commands run whether or not the future is awaited to the end; a
+    /// dropped future does not tell whether they ran.
+    ///
+    /// # Errors
+    /// - [`Error::LockLost`]: the hold is not on the server (its lease ran out, it was
+    ///   broken by [`force_release`](crate::LockClient::force_release), or lost in a
+    ///   failover): NOTHING ran.
+    /// - [`Error::InvalidCommand`], [`Error::WrongSlot`]: a command that may not run, a
+    ///   write under a read hold, a key outside the lock's slot: nothing was sent.
+    /// - [`Error::NotReplicated`]: the commands ran on the master, but too few replicas
+    ///   acknowledged them in time: a failover now may lose them (and the hold).
+    /// - [`Error::Unavailable`]: no answer in time; the commands may or may not have run
+    ///   (they are not sent again, since running them twice could write twice).
+    pub async fn run(self) -> Result<Vec<Reply>> {
+        if let Some(e) = self.refused {
+            return Err(e);
+        }
+        if self.commands.is_empty() {
+            return Ok(Vec::new());
+        }
+        let hold = &self.grant.hold;
+        let replies = hold
+            .raw
+            .guarded(
+                &hold.owner,
+                hold.id,
+                self.writes,
+                &self.keys,
+                &self.commands,
+            )
+            .await?;
+        Ok(replies
+            .into_iter()
+            .map(|r| match r {
+                Ok(v) => Reply::of(v),
+                Err(message) => Reply::Error(message),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_named_once_in_capitals() {
+        for (i, (name, _, _)) in COMMANDS.iter().enumerate() {
+            assert_eq!(name.to_ascii_uppercase(), *name);
+            assert!(
+                COMMANDS[i + 1..].iter().all(|(n, _, _)| n != name),
+                "{name} twice"
+            );
+        }
+        // what must never run in a script under the lock
+        for refused in [
+            "BLPOP", "PUBLISH", "EVAL", "CLUSTER", "FLUSHALL", "KEYS", "WAIT",
+        ] {
+            assert!(COMMANDS.iter().all(|(n, _, _)| *n != refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn replies_are_the_crates_own() {
+        assert_eq!(Reply::of(Value::Null), Reply::Nil);
+        assert_eq!(Reply::of(Value::Integer(3)), Reply::Integer(3));
+        assert_eq!(
+            Reply::of(Value::Bytes(vec![0, 255].into())),
+            Reply::Bytes(vec![0, 255])
+        );
+        assert_eq!(
+            Reply::of(Value::Array(vec![Value::String("OK".into())])),
+            Reply::Array(vec![Reply::Bytes(b"OK".to_vec())])
+        );
+    }
+}

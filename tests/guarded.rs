@@ -1,0 +1,147 @@
+//! Guarded commands: writes to keys of the lock's slot that land only while the hold is
+//! on the server. A hold broken by `force_release`, or whose lease ran out by the
+//! server's clock, writes nothing; a key of another slot, a write under a read hold and a
+//! command that may not run are refused before anything is sent.
+
+mod common;
+
+use cluster_rwlock::guarded::Reply;
+use cluster_rwlock::{Error, LockClient, Mode};
+use common::{client, cluster, prefix};
+use fred::prelude::*;
+
+/// A hashtag no other test uses: the lock `order:{tag}` and its data share its slot.
+fn tag() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..10].to_string()
+}
+
+async fn value(client: &LockClient, key: &str) -> Option<Vec<u8>> {
+    let v: Option<Vec<u8>> = client.redis().get(key).await.unwrap();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
+    let cluster = cluster().await;
+    let p = prefix("guarded");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("order:{{{t}}}")).unwrap();
+    let (status, stock, blob) = (
+        format!("order:{{{t}}}:status"),
+        format!("stock:{{{t}}}"),
+        format!("blob:{{{t}}}"),
+    );
+    assert!(lock.same_slot_as(&status) && lock.same_slot_as(&stock));
+    let bytes: Vec<u8> = (0..=255).collect();
+    let w = lock.write().await.unwrap();
+    let fence = w.fence().to_string();
+    let replies = w
+        .guarded()
+        .set(&status, "paid")
+        .command("HSET", [stock.as_str(), "n", "10", "fence", fence.as_str()])
+        .command("hincrby", [stock.as_str(), "n", "-1"])
+        .command("SET", [blob.as_bytes(), bytes.as_slice()])
+        .get(&blob)
+        // a command that fails (not a number) does not stop the next, nor undo the others
+        .command("INCR", [status.as_str()])
+        .command("HGET", [stock.as_str(), "fence"])
+        .get(&format!("missing:{{{t}}}"))
+        .run()
+        .await
+        .expect("guarded commands");
+    assert_eq!(replies[0].as_str(), Some("OK"));
+    assert_eq!(replies[1].as_int(), Some(2));
+    assert_eq!(replies[2].as_int(), Some(9));
+    assert_eq!(replies[4], Reply::Bytes(bytes.clone()));
+    assert!(
+        matches!(&replies[5], Reply::Error(e) if e.contains("not an integer")),
+        "{replies:?}"
+    );
+    assert_eq!(replies[6].as_str(), Some(fence.as_str()));
+    assert_eq!(replies[7], Reply::Nil);
+    assert_eq!(value(&client, &status).await.as_deref(), Some(&b"paid"[..]));
+    assert_eq!(value(&client, &blob).await, Some(bytes));
+
+    // refused before anything is sent
+    let other = format!("order:{{{}}}:status", tag());
+    let wrong_slot = w.guarded().set(&other, "x").run().await.unwrap_err();
+    assert!(
+        matches!(wrong_slot, Error::WrongSlot { .. }),
+        "{wrong_slot}"
+    );
+    assert!(wrong_slot.to_string().contains(&other), "{wrong_slot}");
+    assert_eq!(value(&client, &other).await, None);
+    for bad in ["EVAL", "BLPOP", "PUBLISH", "FLUSHALL", "CLUSTER"] {
+        let e = w
+            .guarded()
+            .command(bad, [status.as_str()])
+            .run()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidCommand(_)), "{bad}: {e}");
+    }
+    w.release().await.unwrap();
+
+    // reads under a read hold; writes need a write hold
+    let r = lock.acquire(Mode::Read).await.unwrap();
+    let read = r.guarded().get(&status).run().await.unwrap();
+    assert_eq!(read[0].as_str(), Some("paid"));
+    let e = r
+        .guarded()
+        .set(&status, "refunded")
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidCommand(_)), "{e}");
+    assert_eq!(value(&client, &status).await.as_deref(), Some(&b"paid"[..]));
+    r.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_broken_by_force_release_writes_nothing() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-broken");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let name = format!("order:{{{t}}}");
+    let status = format!("order:{{{t}}}:status");
+    let w = client.rwlock(&name).unwrap().write().await.unwrap();
+    let broken = client.force_release(&name, None).await.unwrap();
+    assert_eq!(broken.holds_removed, 1);
+    // the holder does not know yet (its next renewal would tell it): the write is
+    // refused by the server all the same
+    assert!(!w.is_lost());
+    let e = w.guarded().set(&status, "late").run().await.unwrap_err();
+    assert!(matches!(e, Error::LockLost), "{e}");
+    assert_eq!(value(&client, &status).await, None);
+    drop(w);
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_lease_ran_out_by_the_servers_clock_writes_nothing() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-expired");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("order:{{{t}}}")).unwrap();
+    let status = format!("order:{{{t}}}:status");
+    let w = lock.write().await.unwrap();
+    // the holder's deadline on the server set in the past, as a holder frozen past its
+    // lease would find it (its entry is still there: nothing has pruned it yet)
+    let field = format!("o:{}", w.owner());
+    let entry: String = client.redis().hget(lock.key(), &field).await.unwrap();
+    let (hold, _deadline) = entry.rsplit_once(':').unwrap();
+    let _: () = client
+        .redis()
+        .hset(lock.key(), (field.as_str(), format!("{hold}:1")))
+        .await
+        .unwrap();
+    let e = w.guarded().set(&status, "late").run().await.unwrap_err();
+    assert!(matches!(e, Error::LockLost), "{e}");
+    assert_eq!(value(&client, &status).await, None);
+    drop(w);
+    client.close().await;
+}
