@@ -278,6 +278,7 @@ mod client;
 mod cluster;
 mod config;
 mod error;
+mod fenced;
 mod hold;
 pub mod keys;
 mod lease;
@@ -308,6 +309,7 @@ pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };
 pub use error::{Error, Result};
+pub use fenced::FencedWrite;
 pub use lock::guarded;
 pub use lock::{AnyGuard, Finished, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use lock::{Holder, LockState, RwLock};

@@ -145,3 +145,41 @@ async fn a_hold_whose_lease_ran_out_by_the_servers_clock_writes_nothing() {
     drop(w);
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fenced_store_refuses_a_lower_fence() {
+    let cluster = cluster().await;
+    let p = prefix("fenced");
+    let client = client(cluster, &p).await;
+    let key = format!("{p}:report");
+    assert_eq!(client.fenced_get(&key).await.unwrap(), None);
+    let lock = client.rwlock("report").unwrap();
+    let first = lock.write().await.unwrap();
+    let old = first.fence();
+    first.release().await.unwrap();
+    let second = lock.write().await.unwrap();
+    let new = second.fence();
+    assert!(new > old);
+    let w = client.fenced_set(&key, new, b"new \x00\xff").await.unwrap();
+    assert!(w.written && w.fence == new, "{w:?}");
+    // the first holder, late, with its old fence: refused, told the fence that won
+    let late = client.fenced_set(&key, old, "late").await.unwrap();
+    assert!(!late.written && late.fence == new, "{late:?}");
+    // the same fence may write again
+    assert!(client.fenced_set(&key, new, "again").await.unwrap().written);
+    assert_eq!(
+        client.fenced_get(&key).await.unwrap(),
+        Some((new, b"again".to_vec()))
+    );
+    // a key of another type is left alone
+    let other = format!("{p}:a-string");
+    let _: () = client
+        .redis()
+        .set(&other, "x", None, None, false)
+        .await
+        .unwrap();
+    let e = client.fenced_set(&other, new, "y").await.unwrap_err();
+    assert!(matches!(e, Error::WrongType { .. }), "{e}");
+    second.release().await.unwrap();
+    client.close().await;
+}

@@ -160,6 +160,7 @@ pub(crate) struct Scripts {
     state: Script,
     force_release: Script,
     guarded: Script,
+    fenced_set: Script,
 }
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -282,6 +283,7 @@ impl Scripts {
             state: script(publish, lua!("state.lua", 0)),
             force_release: script(publish, lua!("force_release.lua", 0)),
             guarded: script(publish, lua!("guarded.lua", 1)),
+            fenced_set: script(publish, include_str!("../lua/fenced_set.lua")),
         }
     }
 
@@ -309,6 +311,7 @@ impl Scripts {
             &self.state,
             &self.force_release,
             &self.guarded,
+            &self.fenced_set,
         ] {
             s.load(client).await?;
         }
@@ -679,6 +682,35 @@ impl Scripts {
                 _ => Err(Error::Protocol("guarded: a malformed reply".into())),
             })
             .collect()
+    }
+}
+
+impl Scripts {
+    /// Stores `value` at `on`'s key with `fence` unless a higher fence wrote there
+    /// (`lua/fenced_set.lua`), confirmed as `on` says: whether it was written, and the
+    /// fence that wrote last.
+    pub async fn fenced_set(&self, on: On<'_>, fence: u64, value: &[u8]) -> Result<(bool, u64)> {
+        let key = on.target.key;
+        let args = vec![
+            fence.to_string().into(),
+            Value::Bytes(value.to_vec().into()),
+        ];
+        let ran = self
+            .run_with(on, &self.fenced_set, Vec::new(), args)
+            .await?;
+        let parts = status(key, ran.value.clone())?;
+        let last = match parts.get(1).map(text).transpose()? {
+            Some(f) => f
+                .parse()
+                .map_err(|_| Error::Protocol(format!("fenced_set: fence {f:?}")))?,
+            None => return Err(Error::Protocol("fenced_set: no fence".into())),
+        };
+        match code(&parts)? {
+            // a write counts once the replicas have it
+            1 => ran.confirmed(key).map(|_| (true, last)),
+            0 => Ok((false, last)),
+            c => Err(Error::Protocol(format!("fenced_set: code {c}"))),
+        }
     }
 }
 
