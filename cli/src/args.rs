@@ -76,6 +76,32 @@ pub enum Command {
     /// the fence. The broken holders learn it at their next renewal; look with `inspect`
     /// first.
     Break(BreakArgs),
+    /// Acquire the lock, run Redis commands on keys of its slot as one guarded call
+    /// (nothing runs if the hold is gone by then), print their replies, release.
+    Exec(ExecArgs),
+}
+
+/// `exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Take a read (shared) hold: reads only.
+    #[arg(long, conflicts_with = "write", required_unless_present = "write")]
+    pub read: bool,
+    /// Take the write (exclusive) hold.
+    #[arg(long)]
+    pub write: bool,
+    /// Give up after this long (exit 75); `0` tries once. Default: wait as long as it takes.
+    #[arg(long, value_parser = duration)]
+    pub timeout: Option<Duration>,
+    /// Print the replies as one JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// The lock's name (its hashtag names the slot the commands' keys must be in).
+    pub name: String,
+    /// The commands (after `--`), separated by `;` (a word of its own: `\;` in a shell),
+    /// e.g. `SET orders:{42}:status paid ; HINCRBY stock:{42} n -1`.
+    #[arg(last = true, required = true)]
+    pub commands: Vec<String>,
 }
 
 /// `break`.

@@ -5,6 +5,7 @@
 mod args;
 mod clock;
 mod connect;
+mod exec;
 mod inspect;
 mod run;
 mod watch;
@@ -69,6 +70,7 @@ fn main() {
             Command::List(a) => inspect::list(&client, &cli, a).await,
             Command::Watch(a) => watch::watch(&client, &cli.url, a).await,
             Command::Break(a) => inspect::break_lock(&client, a).await,
+            Command::Exec(a) => exec::exec(&client, a).await,
         };
         client.close().await;
         status
@@ -101,6 +103,8 @@ pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
     match e {
         cluster_rwlock::Error::Timeout(_) => code::BUSY,
         cluster_rwlock::Error::InvalidName(_)
+        | cluster_rwlock::Error::InvalidCommand(_)
+        | cluster_rwlock::Error::WrongSlot { .. }
         | cluster_rwlock::Error::InvalidConfig(_)
         | cluster_rwlock::Error::InvalidOwner(_) => code::USAGE,
         cluster_rwlock::Error::LockLost => code::LOST,

@@ -682,3 +682,45 @@ async fn a_new_users_mistakes_get_answers() {
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_guarded_commands_under_the_lock() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-exec");
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let (name, status, stock) = (
+        format!("orders:{{{tag}}}"),
+        format!("orders:{{{tag}}}:status"),
+        format!("stock:{{{tag}}}"),
+    );
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["exec", "--write", &name, "--"]).args([
+        "SET", &status, "paid", ";", "HINCRBY", &stock, "n", "-1", ";", "GET", &status,
+    ]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "\"OK\"\n(integer) -1\n\"paid\"\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // the lock was released: a library writer gets it at once
+    let client = client(cluster, &prefix).await;
+    let w = client.rwlock(&name).unwrap().try_write().await.unwrap();
+    w.expect("released after exec").release().await.unwrap();
+
+    // a key of another slot, or a write under a read hold: refused, nothing written
+    let elsewhere = format!("orders:{{{tag}x}}:status");
+    for (mode, key) in [("--write", elsewhere.as_str()), ("--read", status.as_str())] {
+        let mut cmd = cli(cluster, &prefix);
+        cmd.args(["exec", mode, &name, "--", "SET", key, "refunded"]);
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(64), "{mode}: {}", text(&out.stderr));
+    }
+    let left: Option<String> = client.redis().get(&status).await.unwrap();
+    assert_eq!(left.as_deref(), Some("paid"));
+    let none: Option<String> = client.redis().get(&elsewhere).await.unwrap();
+    assert_eq!(none, None);
+    client.close().await;
+}

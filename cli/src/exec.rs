@@ -1,0 +1,116 @@
+//! `exec`: Redis commands on keys of the lock's slot, run as one guarded call under the
+//! lock (see `Grant::guarded`).
+
+use cluster_rwlock::guarded::Reply;
+use cluster_rwlock::{LockClient, Mode};
+use serde_json::{json, Value as Json};
+
+use crate::args::ExecArgs;
+use crate::{code, fail};
+
+/// The commands: the words between `;` separators, empty ones dropped.
+fn commands(words: &[String]) -> Vec<&[String]> {
+    words
+        .split(|w| w == ";")
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// A reply as `redis-cli` shows one.
+fn shown(r: &Reply) -> String {
+    match r {
+        Reply::Nil => "(nil)".into(),
+        Reply::Integer(i) => format!("(integer) {i}"),
+        Reply::Bytes(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Reply::Array(items) if items.is_empty() => "(empty array)".into(),
+        Reply::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{}) {}", i + 1, shown(r)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Reply::Error(e) => format!("(error) {e}"),
+        _ => "(?)".into(),
+    }
+}
+
+fn as_json(r: &Reply) -> Json {
+    match r {
+        Reply::Nil => Json::Null,
+        Reply::Integer(i) => json!(i),
+        Reply::Bytes(b) => json!(String::from_utf8_lossy(b)),
+        Reply::Array(items) => Json::Array(items.iter().map(as_json).collect()),
+        Reply::Error(e) => json!({ "error": e }),
+        _ => Json::Null,
+    }
+}
+
+pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
+    let list = commands(&a.commands);
+    if list.is_empty() {
+        eprintln!("cluster-rwlock: exec: no command given after --");
+        return code::USAGE;
+    }
+    let lock = match client.rwlock(&a.name) {
+        Ok(l) => l,
+        Err(e) => return fail("bad lock name", &e),
+    };
+    let mode = if a.write { Mode::Write } else { Mode::Read };
+    let got = match a.timeout {
+        Some(t) if t.is_zero() => lock.try_acquire(mode).await,
+        Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
+        None => lock.acquire(mode).await.map(Some),
+    };
+    let guard = match got {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            eprintln!("cluster-rwlock: {} is busy", a.name);
+            return code::BUSY;
+        }
+        Err(e) => return fail(&format!("cannot acquire {}", a.name), &e),
+    };
+    let mut call = guard.guarded();
+    for words in &list {
+        call = call.command(&words[0], &words[1..]);
+    }
+    let replies = call.run().await;
+    let released = guard.release().await;
+    let replies = match replies {
+        Ok(r) => r,
+        Err(e) => return fail("the guarded commands", &e),
+    };
+    if a.json {
+        println!("{}", Json::Array(replies.iter().map(as_json).collect()));
+    } else {
+        for r in &replies {
+            println!("{}", shown(r));
+        }
+    }
+    match released {
+        Err(e) => fail(&format!("releasing {}", a.name), &e),
+        Ok(()) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_split_at_semicolons_and_replies_read_as_redis_cli_shows_them() {
+        let words: Vec<String> = ["SET", "k", "v", ";", ";", "GET", "k", ";"]
+            .map(String::from)
+            .to_vec();
+        let list = commands(&words);
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1], ["GET", "k"]);
+        assert_eq!(shown(&Reply::Integer(9)), "(integer) 9");
+        assert_eq!(shown(&Reply::Nil), "(nil)");
+        assert_eq!(shown(&Reply::Bytes(b"OK".to_vec())), "\"OK\"");
+        assert_eq!(
+            shown(&Reply::Array(vec![Reply::Integer(1), Reply::Nil])),
+            "1) (integer) 1\n2) (nil)"
+        );
+        assert_eq!(as_json(&Reply::Error("x".into())), json!({"error": "x"}));
+    }
+}
