@@ -2,7 +2,7 @@
 //! fairness, footprint. Run with `cargo bench` (starts the test bed's cluster) or
 //! `cargo bench --bench locks -- --url redis://host:port`.
 //!
-//! Each benchmark is a module under `locks/`: `b1.rs` to `b5.rs`, `b7.rs` (multi-locks), and B6 (scale: cost as
+//! Each benchmark is a module under `locks/`: `b1.rs` to `b5.rs`, `b7.rs` (multi-locks), `b8.rs` (guarded writes), and B6 (scale: cost as
 //! the number of readers of one lock grows) in `scale.rs`; the report and the helpers they
 //! share are in `common.rs`.
 //!
@@ -18,6 +18,7 @@ mod b3;
 mod b4;
 mod b5;
 mod b7;
+mod b8;
 mod common;
 mod scale;
 
@@ -65,6 +66,9 @@ async fn run() -> Result<(), BoxError> {
     }
     if wants("B7") {
         b7::b7(&mut b).await?;
+    }
+    if wants("B8") {
+        b8::b8(&mut b).await?;
     }
     if wants("B6") {
         scale::b6(&mut b).await?;
