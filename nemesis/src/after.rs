@@ -37,6 +37,34 @@ pub async fn probes(client: &LockClient, names: &[String]) -> Vec<Event> {
     out
 }
 
+/// The key of a name's guarded log: in the lock's slot (the hashtag of its key), outside
+/// the lock's prefix (so that it is not taken for a lock left behind).
+pub fn guarded_log_key(lock_key: &str, name: &str) -> String {
+    let tag = lock_key
+        .find('{')
+        .and_then(|i| lock_key[i..].find('}').map(|j| &lock_key[i..=i + j]))
+        .unwrap_or("");
+    format!("nemesis-glog:{tag}:{name}")
+}
+
+/// After the run: each name's guarded log, as the server has it.
+pub async fn guarded_logs(client: &LockClient, names: &[String]) -> Vec<Event> {
+    use fred::interfaces::ListInterface;
+    let mut out = Vec::new();
+    for name in names {
+        let Ok(lock) = client.rwlock(name) else {
+            continue;
+        };
+        let key = guarded_log_key(lock.key(), name);
+        let entries: Vec<String> = client.redis().lrange(key, 0, -1).await.unwrap_or_default();
+        out.push(Event::GuardedLog {
+            name: name.clone(),
+            entries,
+        });
+    }
+    out
+}
+
 /// After the run: lock keys left on the masters, and whether they outlive a lease.
 pub async fn leftovers(
     cluster: &TestCluster,

@@ -92,13 +92,22 @@ pub struct Verdict {
     pub unavailable: Found,
     /// Keys, holds or subscriptions left behind.
     pub leftover: Found,
+    /// Guarded writes that returned `Ok`, and those refused (the hold was gone).
+    pub guarded_ok: u64,
+    /// Guarded writes that failed (`LockLost` and the others).
+    pub guarded_failed: u64,
+    /// Guarded log entries that landed outside their hold: behind a conflicting hold's
+    /// higher fence in the log, or from a hold that was never a write hold.
+    pub guarded_outside: Found,
+    /// Guarded writes that returned `Ok` and are not in the log.
+    pub guarded_lost: Found,
     /// Seconds from the first to the last event.
     pub span_s: f64,
 }
 
 impl Verdict {
     /// The violation kinds with their findings, in report order.
-    pub fn kinds(&self) -> [(&'static str, &Found); 6] {
+    pub fn kinds(&self) -> [(&'static str, &Found); 8] {
         [
             ("overlap", &self.overlap),
             ("fence_order", &self.fence_order),
@@ -106,6 +115,8 @@ impl Verdict {
             ("slow_op", &self.slow_op),
             ("unavailable", &self.unavailable),
             ("leftover", &self.leftover),
+            ("guarded_outside", &self.guarded_outside),
+            ("guarded_lost", &self.guarded_lost),
         ]
     }
 
@@ -236,7 +247,97 @@ pub fn check(events: &[Event], t0: u64) -> Verdict {
     fences(events, t0, &faults, &mut v);
     accesses(events, t0, &faults, &mut v);
     after_run(events, &mut v);
+    guarded(events, &mut v);
     v
+}
+
+/// Guarded writes: every entry of a name's log was written under a write hold with its
+/// fence, in the order of the holds (an entry behind a higher fence of another owner
+/// landed after that owner's grant: outside its own hold); every write that returned
+/// `Ok` is in the log.
+fn guarded(events: &[Event], v: &mut Verdict) {
+    // write holds: hold -> (owner, fence)
+    let mut writes: HashMap<u64, (&str, u64)> = HashMap::new();
+    let mut returned_ok: HashMap<&str, &str> = HashMap::new();
+    for e in events {
+        match e {
+            Event::Segment {
+                hold,
+                owner,
+                mode: Mode::W,
+                fence,
+                ..
+            } => {
+                writes.insert(*hold, (owner, *fence));
+            }
+            Event::Guarded {
+                entry,
+                name,
+                outcome,
+                ..
+            } => {
+                if *outcome == Outcome::Ok {
+                    v.guarded_ok += 1;
+                    returned_ok.insert(entry, name);
+                } else {
+                    v.guarded_failed += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    for e in events {
+        let Event::GuardedLog { name, entries } = e else {
+            continue;
+        };
+        // the highest fence so far, and its owner
+        let mut highest: Option<(u64, &str)> = None;
+        for entry in entries {
+            returned_ok.remove(entry.as_str());
+            let mut parts = entry.split(':').map(|p| p.parse::<u64>().ok());
+            let (_proc, hold, fence) = (
+                parts.next().flatten(),
+                parts.next().flatten(),
+                parts.next().flatten(),
+            );
+            let (Some(hold), Some(fence)) = (hold, fence) else {
+                v.guarded_outside
+                    .add(|| format!("{name}: a log entry {entry:?} that no guarded write made"));
+                continue;
+            };
+            let Some(&(owner, granted)) = writes.get(&hold).filter(|(_, f)| *f == fence) else {
+                v.guarded_outside.add(|| {
+                    format!("{name}: entry {entry:?} of hold {hold}, which never believed a write hold under fence {fence}")
+                });
+                continue;
+            };
+            if let Some((top, top_owner)) = highest {
+                if granted < top && top_owner != owner {
+                    v.guarded_outside.add(|| {
+                        format!("{name}: entry {entry:?} (fence {granted}) landed after an entry of another owner under fence {top}")
+                    });
+                }
+            }
+            if highest.is_none_or(|(top, _)| granted > top) {
+                highest = Some((granted, owner));
+            }
+        }
+    }
+    // (only for names whose log was read)
+    let read: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::GuardedLog { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    for (entry, name) in returned_ok {
+        if read.contains(&name) {
+            v.guarded_lost.add(|| {
+                format!("{name}: guarded write {entry:?} returned Ok and is not in the log")
+            });
+        }
+    }
 }
 
 fn operations(events: &[Event], t0: u64, v: &mut Verdict) {
@@ -730,6 +831,52 @@ mod tests {
         assert_eq!(v.unavailable.count, 1);
         assert_eq!(v.leftover.count, 2);
         assert_eq!(v.violations(), 4);
+    }
+
+    fn guarded_write(hold: u64, entry: &str, ok: bool) -> Event {
+        Event::Guarded {
+            proc: 0,
+            hold,
+            name: "n".into(),
+            fence: hold,
+            entry: entry.into(),
+            start: 1,
+            end: 2,
+            outcome: if ok { Outcome::Ok } else { Outcome::Fail },
+            error: None,
+        }
+    }
+
+    #[test]
+    fn guarded_writes_outside_their_hold_or_lost_are_found() {
+        // holds 5 (owner a) then 7 (owner b), write holds whose fence is their id
+        let mut h = vec![
+            seg(5, "a", false, Mode::W, 10, 20),
+            seg(7, "b", false, Mode::W, 30, 40),
+            guarded_write(5, "0:5:5:0", true),
+            guarded_write(7, "0:7:7:1", true),
+            guarded_write(7, "0:7:7:2", true),
+            guarded_write(5, "0:5:5:3", false),
+        ];
+        let log = |entries: &[&str]| Event::GuardedLog {
+            name: "n".into(),
+            entries: entries.iter().map(|e| e.to_string()).collect(),
+        };
+        h.push(log(&["0:5:5:0", "0:7:7:1", "0:7:7:2"]));
+        let v = check(&h, 0);
+        assert_eq!((v.guarded_ok, v.guarded_failed), (3, 1));
+        assert_eq!(v.guarded_outside.count + v.guarded_lost.count, 0);
+        // a write of hold 5 that landed after hold 7's; one Ok write missing; an entry of
+        // a hold that never held write
+        h.pop();
+        h.push(log(&["0:5:5:0", "0:7:7:1", "0:5:5:3", "0:9:9:0"]));
+        let v = check(&h, 0);
+        assert_eq!(
+            v.guarded_outside.count, 2,
+            "{:?}",
+            v.guarded_outside.examples
+        );
+        assert_eq!(v.guarded_lost.count, 1, "{:?}", v.guarded_lost.examples);
     }
 
     #[test]

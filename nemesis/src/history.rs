@@ -166,6 +166,36 @@ pub enum Event {
         /// Error of the fault's own commands, if any.
         error: Option<String>,
     },
+    /// A guarded write under a write hold: `RPUSH` of `entry` to the name's guarded log,
+    /// in one script with the check that the hold is on the server
+    /// (`Grant::guarded`).
+    Guarded {
+        /// Worker process.
+        proc: u32,
+        /// The hold it was made under.
+        hold: u64,
+        /// Lock name.
+        name: String,
+        /// Fence of the hold.
+        fence: u64,
+        /// The entry pushed: `<proc>:<hold>:<fence>:<n>`, unique in the run.
+        entry: String,
+        /// When it was called.
+        start: u64,
+        /// When it returned.
+        end: u64,
+        /// `Ok` (the entry is in the log), `Fail` (with `error`).
+        outcome: Outcome,
+        /// Error, if any.
+        error: Option<String>,
+    },
+    /// After the run: each name's guarded log as the server has it, oldest first.
+    GuardedLog {
+        /// Lock name.
+        name: String,
+        /// The entries.
+        entries: Vec<String>,
+    },
     /// A worker's client after its tasks ended and every hold was released.
     ClientEnd {
         /// Worker process.

@@ -376,6 +376,7 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         failures.push(format!("the cluster did not heal: {e}"));
     }
     events.extend(after::probes(&client, &names).await);
+    events.extend(after::guarded_logs(&client, &names).await);
     events.extend(after::leftovers(&cluster, &client, &prefix, lease).await);
     client.close().await;
 
@@ -568,6 +569,7 @@ fn time_of(e: &Event) -> u64 {
         Event::Access { at, .. } => *at,
         Event::Fault { start, .. } => *start,
         Event::Probe { start, .. } => *start,
-        Event::ClientEnd { .. } | Event::Leftover { .. } => u64::MAX,
+        Event::Guarded { start, .. } => *start,
+        Event::ClientEnd { .. } | Event::Leftover { .. } | Event::GuardedLog { .. } => u64::MAX,
     }
 }

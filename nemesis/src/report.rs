@@ -49,6 +49,11 @@ pub fn table(v: &Verdict, title: &str) -> String {
     );
     let _ = writeln!(
         s,
+        "| guarded writes | {} returned Ok (each checked in the log), {} failed |",
+        v.guarded_ok, v.guarded_failed
+    );
+    let _ = writeln!(
+        s,
         "\n| violation | count | per 1,000 grants |\n|---|---|---|"
     );
     for (kind, found) in v.kinds() {

@@ -105,6 +105,8 @@ struct Ctx {
     open: Mutex<HashMap<u64, Open>>,
     /// A task has taken on the worker's death (`kill_at`).
     dying: AtomicBool,
+    /// Guarded writes made, for unique log entries.
+    guarded: AtomicU64,
 }
 
 impl Ctx {
@@ -236,6 +238,7 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
         holds: AtomicU64::new(0),
         open: Mutex::new(HashMap::new()),
         dying: AtomicBool::new(false),
+        guarded: AtomicU64::new(0),
     });
     let mut tasks = Vec::new();
     for task in 0..ctx.spec.tasks {
@@ -821,6 +824,7 @@ impl Task {
     /// returns when it was lost, if it was.
     async fn work(&mut self, h: &mut Held, time: Duration) -> Option<u64> {
         let until = tokio::time::Instant::now() + time;
+        let ctx = &self.ctx;
         let conn = &mut self.conn;
         let rng = &mut self.rng;
         let guard = &h.guard;
@@ -840,6 +844,34 @@ impl Task {
                         .is_ok()
                     {
                         wrote = true;
+                    }
+                    // now and then under a write hold, a guarded write to the name's
+                    // log: the checker reads the log at the end
+                    if mode == Mode::W && rng.random_bool(0.3) {
+                        let n = ctx.guarded.fetch_add(1, Ordering::Relaxed);
+                        let entry = format!("{}:{}:{fence}:{n}", ctx.spec.proc, b.hold);
+                        let key = crate::after::guarded_log_key(guard.lock().key(), &b.name);
+                        let start = now();
+                        let r = guard
+                            .guarded()
+                            .command("RPUSH", [key.as_str(), entry.as_str()])
+                            .run()
+                            .await;
+                        ctx.record(Event::Guarded {
+                            proc: ctx.spec.proc,
+                            hold: b.hold,
+                            name: b.name.clone(),
+                            fence,
+                            entry,
+                            start,
+                            end: now(),
+                            outcome: if r.is_ok() {
+                                Outcome::Ok
+                            } else {
+                                Outcome::Fail
+                            },
+                            error: r.err().map(|e| format!("{e:?}")),
+                        });
                     }
                     let pause = Duration::from_millis(rng.random_range(5..60));
                     if tokio::time::Instant::now() + pause >= until {
