@@ -191,7 +191,14 @@ async fn mutual_tls_presents_the_client_certificate() {
     let client = LockClient::connect(base().tls_client_auth(cert, key))
         .await
         .expect("connects with the client certificate");
-    let w = client.rwlock("res").unwrap().write().await.unwrap();
+    // (with a time limit: a grant the replica did not acknowledge in time, on a machine
+    // busy starting other clusters, is tried again rather than failing the test)
+    let w = client
+        .rwlock("res")
+        .unwrap()
+        .write_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     assert!(w.fence() > 0);
     w.release().await.unwrap();
     // the key never shows
@@ -279,7 +286,12 @@ async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_u
     ))
     .await
     .expect("mutual TLS");
-    let w = mtls.rwlock("m").unwrap().write().await.unwrap();
+    let w = mtls
+        .rwlock("m")
+        .unwrap()
+        .write_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
     w.release().await.unwrap();
     mtls.close().await;
 
