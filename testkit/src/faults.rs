@@ -165,14 +165,15 @@ impl TestCluster {
                 }
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // a node loads its append-only file before it answers: on a machine running
+        // several clusters at once (a suite's tests in parallel, over TLS) that has taken
+        // over 10 s
+        let limit = Duration::from_secs(30);
+        let deadline = Instant::now() + limit;
         while admin::text(port, "PING", &[]).await.is_err() {
             if Instant::now() > deadline {
                 return Err(self
-                    .not_ready(
-                        Duration::from_secs(10),
-                        format!("node {port} did not come back"),
-                    )
+                    .not_ready(limit, format!("node {port} did not come back"))
                     .await);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
