@@ -206,10 +206,7 @@ impl RawLock {
                 async move {
                     let on = inner.on(&c, key, Confirmed::No);
                     let reply = inner.scripts.release(on, owner, id).await;
-                    // a redirect: the script did not run there
-                    let redirected =
-                        matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
-                    if reply.is_ok() || redirected {
+                    if reply.is_ok() || redirected(&reply) {
                         in_flight.store(false, Ordering::Release);
                     }
                     reply
@@ -255,9 +252,7 @@ impl RawLock {
                     .scripts
                     .guarded(on, keys.to_vec(), owner, id, writes, commands)
                     .await;
-                let redirected =
-                    matches!(&reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask());
-                if redirected {
+                if redirected(&reply) {
                     in_flight.store(false, Ordering::Release);
                 }
                 reply
@@ -316,4 +311,9 @@ impl RawLock {
     {
         self.inner.call(self.slot, op).await
     }
+}
+
+/// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.
+fn redirected<T>(reply: &Result<T>) -> bool {
+    matches!(reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask())
 }

@@ -2,7 +2,7 @@
 //! lock (see `Grant::guarded`).
 
 use cluster_rwlock::guarded::Reply;
-use cluster_rwlock::{LockClient, Mode};
+use cluster_rwlock::LockClient;
 use serde_json::{json, Value as Json};
 
 use crate::args::ExecArgs;
@@ -55,19 +55,9 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
-    let mode = if a.write { Mode::Write } else { Mode::Read };
-    let got = match a.timeout {
-        Some(t) if t.is_zero() => lock.try_acquire(mode).await,
-        Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
-        None => lock.acquire(mode).await.map(Some),
-    };
-    let guard = match got {
-        Ok(Some(g)) => g,
-        Ok(None) => {
-            eprintln!("cluster-rwlock: {} is busy", a.name);
-            return code::BUSY;
-        }
-        Err(e) => return fail(&format!("cannot acquire {}", a.name), &e),
+    let guard = match crate::run::acquire(&lock, a.write, a.timeout).await {
+        Ok(g) => g,
+        Err(code) => return code,
     };
     let mut call = guard.guarded();
     for words in &list {

@@ -10,14 +10,27 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::args::{OnLost, RunArgs};
 use crate::{code, fail};
 
-async fn acquire(lock: &RwLock, a: &RunArgs) -> Result<Option<Guard>, i32> {
-    let mode = if a.write { Mode::Write } else { Mode::Read };
-    let got = match a.timeout {
+/// The lock in write mode or read, as `--write`/`--read` and `--timeout` say (`0`: one
+/// attempt), or the exit code, said on stderr (busy: 75). For `run` and `exec`.
+pub async fn acquire(
+    lock: &RwLock,
+    write: bool,
+    timeout: Option<std::time::Duration>,
+) -> Result<Guard, i32> {
+    let mode = if write { Mode::Write } else { Mode::Read };
+    let got = match timeout {
         Some(t) if t.is_zero() => lock.try_acquire(mode).await,
         Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
         None => lock.acquire(mode).await.map(Some),
     };
-    got.map_err(|e| fail(&format!("cannot acquire {}", a.name), &e))
+    match got {
+        Ok(Some(g)) => Ok(g),
+        Ok(None) => {
+            eprintln!("cluster-rwlock: {} is busy", lock.name());
+            Err(code::BUSY)
+        }
+        Err(e) => Err(fail(&format!("cannot acquire {}", lock.name()), &e)),
+    }
 }
 
 fn spawn(a: &RunArgs, lock: &RwLock, guard: &Guard) -> Result<Child, i32> {
@@ -91,16 +104,12 @@ pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
     };
     // Ctrl-C while waiting: give up (nothing is left behind)
     let guard = tokio::select! {
-        g = acquire(&lock, a) => g,
+        g = acquire(&lock, a.write, a.timeout) => g,
         _ = interrupt.recv() => return 128 + libc::SIGINT,
         _ = terminate.recv() => return 128 + libc::SIGTERM,
     };
     let guard = match guard {
-        Ok(Some(g)) => g,
-        Ok(None) => {
-            eprintln!("cluster-rwlock: {} is busy", a.name);
-            return code::BUSY;
-        }
+        Ok(g) => g,
         Err(code) => return code,
     };
     let mut child = match spawn(a, &lock, &guard) {
