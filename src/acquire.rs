@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::cluster::notify::{Subscription, Wake};
 use crate::error::{Error, Result};
-use crate::hold::{check_owner, Hold};
+use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::RawLock;
@@ -66,8 +66,21 @@ impl Ask {
 /// for the withdrawal that lets it keep its upgradable hold.
 const SETTLE_BUDGET: Duration = Duration::from_millis(500);
 
+/// A grant the policy won: what a `Hold` is made of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Granted {
+    /// The hold id it was granted under.
+    pub id: u64,
+    /// Its fence.
+    pub fence: u64,
+    /// Its mode.
+    pub mode: Mode,
+    /// When the call that won it was sent: its lease counts from then.
+    pub sent: Instant,
+}
+
 enum Outcome {
-    Granted(Hold),
+    Granted(Granted),
     Busy(u64),
 }
 
@@ -132,9 +145,13 @@ impl Drop for Leftovers {
 }
 
 /// One attempt for `owner`, without waiting: `None` when the lock is busy.
-pub(crate) async fn try_hold(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+pub(crate) async fn try_once(
+    lock: &RawLock,
+    owner: Arc<str>,
+    ask: Ask,
+) -> Result<Option<Granted>> {
     let began = Instant::now();
-    let result = try_hold_once(lock, owner, ask).await;
+    let result = try_attempt(lock, owner, ask).await;
     let (fence, outcome) = match &result {
         Ok(Some(hold)) => (Some(hold.fence), observe::Outcome::Granted),
         Ok(None) => (None, observe::Outcome::Busy),
@@ -164,7 +181,7 @@ fn observe(
     );
 }
 
-async fn try_hold_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Hold>> {
+async fn try_attempt(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
     check_owner(&owner)?;
     let id = lock.next_hold_id();
     let mut leftovers = Leftovers {
@@ -183,13 +200,13 @@ async fn try_hold_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Opti
     }
 }
 
-/// Waits for a hold (see `wait_loop`), traced and counted.
-pub(crate) async fn wait_hold(
+/// Waits for a grant (see `wait_loop`), traced and counted.
+pub(crate) async fn wait(
     lock: &RawLock,
     owner: Arc<str>,
     ask: Ask,
     timeout: Option<Duration>,
-) -> Result<Hold> {
+) -> Result<Granted> {
     let began = Instant::now();
     let _waiting = observe::Waiting::start();
     let mut attempts = 0;
@@ -216,7 +233,7 @@ async fn wait_loop(
     ask: Ask,
     timeout: Option<Duration>,
     attempts: &mut u32,
-) -> Result<Hold> {
+) -> Result<Granted> {
     check_owner(&owner)?;
     let began = Instant::now();
     // a timeout too long to add to the clock (`Duration::MAX`) waits without a deadline
@@ -376,7 +393,8 @@ async fn abandon(
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
 /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
 /// so a grant that lands for a caller who is gone is released at once (and a queued
-/// writer leaves the queue); a hold made here releases itself when dropped.
+/// writer leaves the queue); a grant returned here is made a `Hold` by the caller with no
+/// await in between, and that hold releases itself when dropped.
 async fn attempt(
     lock: &RawLock,
     owner: &Arc<str>,
@@ -414,10 +432,12 @@ async fn attempt(
         other => other?,
     };
     match reply {
-        Attempt::Granted { fence } => {
-            let hold = Hold::new(lock.clone(), owner.clone(), id, fence, ask.mode(), sent);
-            Ok(Outcome::Granted(hold))
-        }
+        Attempt::Granted { fence } => Ok(Outcome::Granted(Granted {
+            id,
+            fence,
+            mode: ask.mode(),
+            sent,
+        })),
         Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
         Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
         Attempt::Gone => Err(Error::LockLost),
@@ -432,18 +452,6 @@ async fn within<T>(
     match deadline {
         None => Some(fut.await),
         Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
-    }
-}
-
-/// Another hold of `mode` as the owner of `hold`: granted at once while `hold` lives.
-pub(crate) async fn again(hold: &Hold, mode: Mode) -> Result<Hold> {
-    if hold.state.is_lost() {
-        return Err(Error::LockLost);
-    }
-    match try_hold(&hold.raw, hold.owner.clone(), Ask::Again(mode)).await? {
-        Some(hold) => Ok(hold),
-        // the owner holds nothing any more: this hold is gone
-        None => Err(Error::LockLost),
     }
 }
 

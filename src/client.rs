@@ -182,7 +182,7 @@ impl LockClient {
                 .try_into()
                 .unwrap_or([1; 8]),
         ) >> 17;
-        let keeper = Arc::new(Keeper::new(config.lease, config.margin()));
+        let keeper = Arc::new(Keeper::new(config.lease, config.get_clock_margin()));
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
         let inner = Inner {
             cluster,
@@ -257,7 +257,7 @@ impl LockClient {
     pub async fn force_release(&self, name: &str, owner: Option<&str>) -> Result<ForceReleased> {
         keys::check_name(name)?;
         if let Some(o) = owner {
-            crate::hold::check_owner(o)?;
+            crate::keys::check_owner(o)?;
         }
         let raw = crate::raw::RawLock::new(self.inner.clone(), name);
         let (holds_removed, fence) = raw.force_release(owner).await?;
@@ -272,7 +272,7 @@ impl LockClient {
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-    /// println!("lease {:?}", client.config().lease_duration());
+    /// println!("lease {:?}", client.config().get_lease());
     /// # Ok(()) }
     /// ```
     pub fn config(&self) -> &LockConfig {

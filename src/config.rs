@@ -43,9 +43,9 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 /// use cluster_rwlock::{Durability, LockConfig};
 ///
 /// let safe = LockConfig::cluster(["redis://127.0.0.1:7000"]);
-/// assert_eq!(safe.durability_mode(), Durability::Replicated { timeout: Duration::from_millis(500) });
+/// assert_eq!(safe.get_durability(), Durability::Replicated { timeout: Duration::from_millis(500) });
 /// let fast = LockConfig::cluster(["redis://127.0.0.1:7000"]).durability(Durability::MasterOnly);
-/// assert_eq!(fast.durability_mode(), Durability::MasterOnly);
+/// assert_eq!(fast.get_durability(), Durability::MasterOnly);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -83,6 +83,9 @@ pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
 /// How to reach Redis and how locks behave. Built with [`LockConfig::cluster`] or
 /// [`LockConfig::from_url`], then refined with the builder methods.
 ///
+/// One naming rule: a setting's name sets it (`lease(..)`) and `get_` and that name reads
+/// the value in force (`get_lease()`), as in `tokio_postgres::Config`.
+///
 /// ```
 /// use std::time::Duration;
 /// use cluster_rwlock::LockConfig;
@@ -92,7 +95,7 @@ pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
 ///     .lease(Duration::from_secs(10))
 ///     .notifications(true)
 ///     .clock_margin(Duration::from_secs(2));
-/// assert_eq!(config.lease_duration(), Duration::from_secs(10));
+/// assert_eq!(config.get_lease(), Duration::from_secs(10));
 /// ```
 #[derive(Clone)]
 pub struct LockConfig {
@@ -252,7 +255,7 @@ impl LockConfig {
     /// # fn demo() -> cluster_rwlock::Result<()> {
     /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
     ///     .client_name("publisher@host-a")?;
-    /// assert_eq!(config.name(), "publisher@host-a");
+    /// assert_eq!(config.get_client_name(), "publisher@host-a");
     /// assert!(cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
     ///     .client_name("publisher on host-a")
     ///     .is_err());
@@ -270,9 +273,9 @@ impl LockConfig {
     ///
     /// ```
     /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
-    /// assert!(config.name().contains('@')); // <pid>@<host>
+    /// assert!(config.get_client_name().contains('@')); // <pid>@<host>
     /// ```
-    pub fn name(&self) -> &str {
+    pub fn get_client_name(&self) -> &str {
         &self.client_name
     }
 
@@ -340,7 +343,7 @@ impl LockConfig {
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
     /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).prefix("locks");
-    /// assert_eq!(c.key_prefix(), "locks");
+    /// assert_eq!(c.get_prefix(), "locks");
     /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> LockConfig {
         self.prefix = prefix.into();
@@ -355,7 +358,7 @@ impl LockConfig {
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
     /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).lease(Duration::from_secs(10));
-    /// assert_eq!(c.lease_duration(), Duration::from_secs(10));
+    /// assert_eq!(c.get_lease(), Duration::from_secs(10));
     /// ```
     pub fn lease(mut self, lease: Duration) -> LockConfig {
         self.lease = lease;
@@ -419,8 +422,8 @@ impl LockConfig {
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
     /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).clock_margin(Duration::from_secs(1));
-    /// assert_eq!(c.margin(), Duration::from_secs(1));
-    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).margin(), Duration::from_millis(7500));
+    /// assert_eq!(c.get_clock_margin(), Duration::from_secs(1));
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).get_clock_margin(), Duration::from_millis(7500));
     /// ```
     pub fn clock_margin(mut self, margin: Duration) -> LockConfig {
         self.clock_margin = Some(margin);
@@ -431,9 +434,9 @@ impl LockConfig {
     ///
     /// ```
     /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
-    /// assert_eq!(c.margin(), c.lease_duration() / 4);
+    /// assert_eq!(c.get_clock_margin(), c.get_lease() / 4);
     /// ```
-    pub fn margin(&self) -> Duration {
+    pub fn get_clock_margin(&self) -> Duration {
         self.clock_margin.unwrap_or(self.lease / 4)
     }
 
@@ -441,9 +444,9 @@ impl LockConfig {
     ///
     /// ```
     /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
-    /// assert_eq!(c.durability_mode(), cluster_rwlock::DEFAULT_DURABILITY);
+    /// assert_eq!(c.get_durability(), cluster_rwlock::DEFAULT_DURABILITY);
     /// ```
-    pub fn durability_mode(&self) -> Durability {
+    pub fn get_durability(&self) -> Durability {
         self.durability
     }
 
@@ -494,9 +497,9 @@ impl LockConfig {
     /// ```
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
-    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).lease_duration(), cluster_rwlock::DEFAULT_LEASE);
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).get_lease(), cluster_rwlock::DEFAULT_LEASE);
     /// ```
-    pub fn lease_duration(&self) -> Duration {
+    pub fn get_lease(&self) -> Duration {
         self.lease
     }
 
@@ -505,10 +508,53 @@ impl LockConfig {
     /// ```
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
-    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).key_prefix(), "rwlock");
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).get_prefix(), "rwlock");
     /// ```
-    pub fn key_prefix(&self) -> &str {
+    pub fn get_prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Whether waiters are woken by release messages (see
+    /// [`notifications`](Self::notifications)).
+    ///
+    /// ```
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert!(c.get_notifications());
+    /// ```
+    pub fn get_notifications(&self) -> bool {
+        self.notifications
+    }
+
+    /// The retry interval set (see [`retry_interval`](Self::retry_interval)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert_eq!(c.get_retry_interval(), Duration::from_millis(50));
+    /// ```
+    pub fn get_retry_interval(&self) -> Duration {
+        self.retry_interval
+    }
+
+    /// Command connections per node (see [`connections`](Self::connections)).
+    ///
+    /// ```
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]).connections(1);
+    /// assert_eq!(c.get_connections(), 1);
+    /// ```
+    pub fn get_connections(&self) -> usize {
+        self.connections
+    }
+
+    /// The command timeout set (see [`command_timeout`](Self::command_timeout)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// assert_eq!(c.get_command_timeout(), Duration::from_secs(5));
+    /// ```
+    pub fn get_command_timeout(&self) -> Duration {
+        self.command_timeout
     }
 
     /// Checks the settings and builds fred's config, TLS included.
@@ -583,10 +629,10 @@ impl LockConfig {
                 self.lease
             )));
         }
-        if self.margin() > self.lease / 2 {
+        if self.get_clock_margin() > self.lease / 2 {
             return Err(Error::InvalidConfig(format!(
                 "the clock margin is {:?}; it must be at most half the lease ({:?})",
-                self.margin(),
+                self.get_clock_margin(),
                 self.lease
             )));
         }
@@ -749,7 +795,7 @@ mod tests {
     #[test]
     fn client_names_are_checked_and_default_to_pid_at_host() {
         let base = LockConfig::cluster(["redis://a:7000"]);
-        let name = base.name().to_string();
+        let name = base.get_client_name().to_string();
         assert!(
             name.starts_with(&format!("{}@", std::process::id())),
             "{name}"

@@ -1,82 +1,169 @@
-//! `Hold`: one granted hold, renewed while it lives, given back when dropped; and the
-//! check of owner tokens.
+//! `Hold`: one granted hold, renewed while it lives, given back when dropped. The only
+//! way the guards reach the lock: each guard method is one call here and a wrap; a hold
+//! reaches Redis only through [`RawLock`], and waits through the policy in `acquire`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::acquire::{self, Ask, Granted};
 use crate::error::{Error, Result};
 use crate::lease::HoldState;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::RawLock;
 
-/// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
-pub(crate) fn check_owner(owner: &str) -> Result<()> {
-    if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
-        return Err(Error::InvalidOwner(format!(
-            "{owner:?}: 1 to 256 bytes without whitespace"
-        )));
-    }
-    Ok(())
+/// How long an upgrade waits for the plain readers to leave.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// One attempt.
+    Once,
+    /// As long as it takes (`None`), or at most this long.
+    Wait(Option<Duration>),
 }
 
 /// One hold in Redis; gives itself back when dropped.
 pub(crate) struct Hold {
     /// The lock it holds.
-    pub raw: RawLock,
+    raw: RawLock,
     /// The owner token it was taken as.
-    pub owner: Arc<str>,
-    pub id: u64,
-    pub fence: u64,
-    pub mode: Mode,
-    pub state: Arc<HoldState>,
+    owner: Arc<str>,
+    id: u64,
+    fence: u64,
+    mode: Mode,
+    state: Arc<HoldState>,
     /// Released (or handed over): nothing left to give back.
-    pub done: bool,
+    done: bool,
     /// When the grant was sent (for the hold-time metric).
-    pub granted: Instant,
+    granted: Instant,
 }
 
 impl Hold {
-    /// A hold granted by a call sent at `sent` (and confirmed as the configuration
-    /// says): believed for a lease (less the clock margin) from `sent`; renewed from now
-    /// on.
-    pub fn new(
-        raw: RawLock,
+    /// Waits for a new hold of `mode` for `owner`, at most `timeout` (`None`: as long as
+    /// it takes).
+    pub async fn acquire(
+        raw: &RawLock,
         owner: Arc<str>,
-        id: u64,
-        fence: u64,
         mode: Mode,
-        sent: Instant,
-    ) -> Hold {
-        let until = raw.keeper().belief(sent);
-        Hold::believed_until(raw, owner, id, fence, mode, sent, until)
+        timeout: Option<Duration>,
+    ) -> Result<Hold> {
+        let granted = acquire::wait(raw, owner.clone(), Ask::Hold(mode), timeout).await?;
+        Ok(Hold::new(raw.clone(), owner, granted))
+    }
+
+    /// One attempt at a new hold of `mode` for `owner`: `None` when the lock is busy.
+    pub async fn try_acquire(raw: &RawLock, owner: Arc<str>, mode: Mode) -> Result<Option<Hold>> {
+        let granted = acquire::try_once(raw, owner.clone(), Ask::Hold(mode)).await?;
+        Ok(granted.map(|g| Hold::new(raw.clone(), owner, g)))
+    }
+
+    /// Another hold of `mode` as this hold's owner: granted at once while this one
+    /// lives (reentrancy).
+    pub async fn again(&self, mode: Mode) -> Result<Hold> {
+        if self.state.is_lost() {
+            return Err(Error::LockLost);
+        }
+        match acquire::try_once(&self.raw, self.owner.clone(), Ask::Again(mode)).await? {
+            Some(g) => Ok(Hold::new(self.raw.clone(), self.owner.clone(), g)),
+            // the owner holds nothing any more: this hold is gone
+            None => Err(Error::LockLost),
+        }
+    }
+
+    /// This upgradable hold made a write hold: `Ok(write)`, or `Err(self)` back,
+    /// unchanged, when the plain readers did not leave within `patience`. On an error the
+    /// upgradable hold is given up (released in the background).
+    pub async fn upgrade(self, patience: Patience) -> Result<std::result::Result<Hold, Hold>> {
+        let ask = Ask::Upgrade { from: self.id };
+        // a renewal that misses the upgradable hold while it turns into the write hold
+        // does not count it lost
+        self.state.set_converting(true);
+        let outcome = match patience {
+            Patience::Once => acquire::try_once(&self.raw, self.owner.clone(), ask).await,
+            Patience::Wait(timeout) => {
+                match acquire::wait(&self.raw, self.owner.clone(), ask, timeout).await {
+                    Ok(g) => Ok(Some(g)),
+                    // the pending upgrade was withdrawn before the timeout came back:
+                    // the upgradable hold is intact
+                    Err(Error::Timeout(_)) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match outcome? {
+            Some(g) => {
+                let write = Hold::new(self.raw.clone(), self.owner.clone(), g);
+                self.upgraded(write).map(Ok)
+            }
+            None => {
+                self.state.set_converting(false);
+                Ok(Err(self))
+            }
+        }
+    }
+
+    /// A hold granted by `granted` (and confirmed as the configuration says): believed
+    /// for a lease (less the clock margin) from the moment its call was sent; renewed
+    /// from now on.
+    fn new(raw: RawLock, owner: Arc<str>, granted: Granted) -> Hold {
+        let until = raw.keeper().belief(granted.sent);
+        Hold::believed_until(raw, owner, granted, until)
     }
 
     /// A hold that may be believed until `until` and no longer, unless a renewal is
-    /// confirmed; `granted`: when it was asked for (for the hold-time metric).
-    fn believed_until(
-        raw: RawLock,
-        owner: Arc<str>,
-        id: u64,
-        fence: u64,
-        mode: Mode,
-        granted: Instant,
-        until: Instant,
-    ) -> Hold {
+    /// confirmed.
+    fn believed_until(raw: RawLock, owner: Arc<str>, granted: Granted, until: Instant) -> Hold {
         let state = HoldState::new(until);
-        raw.renew_from_now_on(&owner, id, state.clone());
+        raw.renew_from_now_on(&owner, granted.id, state.clone());
         observe::held(raw.keeper().held());
         Hold {
             raw,
             owner,
-            id,
-            fence,
-            mode,
+            id: granted.id,
+            fence: granted.fence,
+            mode: granted.mode,
             state,
             done: false,
-            granted,
+            granted: granted.sent,
         }
+    }
+
+    /// The fencing token of the grant.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The mode of the hold.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The owner token it was taken as.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Whether its lease was lost (or may have been).
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// Its lease state, for a signal that outlives the hold.
+    pub fn state(&self) -> Arc<HoldState> {
+        self.state.clone()
+    }
+
+    /// Runs guarded commands (see `lua/guarded.lua`) under this hold.
+    pub async fn guarded(
+        &self,
+        writes: bool,
+        keys: &[String],
+        commands: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
+        self.raw
+            .guarded(&self.owner, self.id, writes, keys, commands)
+            .await
     }
 
     fn observe_release(&self, ok: bool) {
@@ -91,7 +178,7 @@ impl Hold {
     }
 
     /// Stops renewing and hands responsibility to the caller.
-    pub fn forget(&mut self) {
+    fn forget(&mut self) {
         self.done = true;
         self.stop_renewing();
     }
@@ -124,13 +211,14 @@ impl Hold {
         }
     }
 
-    /// Turns this hold into a hold of `mode` in one step (see `lua/downgrade.lua`).
+    /// Turns this hold into a hold of the weaker `mode` in one step (see
+    /// `lua/downgrade.lua`).
     ///
-    /// The new hold is believed no longer than this one was: the conversion is not
+    /// The new hold is believed no longer than this one was: the downgrade is not
     /// confirmed by the replicas (a replica that misses it keeps the stronger hold, with
     /// the deadline of its last confirmed grant or renewal), so only the next confirmed
     /// renewal of the new hold moves its belief on.
-    pub(crate) async fn convert(mut self, mode: Mode) -> Result<Hold> {
+    pub async fn downgrade(mut self, mode: Mode) -> Result<Hold> {
         let raw = self.raw.clone();
         let owner = self.owner.clone();
         let to = raw.next_hold_id();
@@ -138,14 +226,20 @@ impl Hold {
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
         self.state.set_converting(true);
-        let fence = raw.convert(&owner, self.id, to, mode).await?;
+        let fence = raw.downgrade(&owner, self.id, to, mode).await?;
         // read after the reply: a renewal confirmed meanwhile moved it on
         let until = self.state.until();
         self.forget();
         match fence {
-            Some(fence) if !self.state.is_lost() => Ok(Hold::believed_until(
-                raw, owner, to, fence, mode, sent, until,
-            )),
+            Some(fence) if !self.state.is_lost() => {
+                let granted = Granted {
+                    id: to,
+                    fence,
+                    mode,
+                    sent,
+                };
+                Ok(Hold::believed_until(raw, owner, granted, until))
+            }
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected (given
                 // back in the background: the caller learns it was lost at once)
@@ -162,7 +256,7 @@ impl Hold {
     /// This upgradable hold made a write hold (`write` came from it): stop renewing it,
     /// unless its lease had been lost, in which case the write hold goes too (in the
     /// background: the caller learns it was lost at once).
-    pub(crate) fn upgraded(mut self, write: Hold) -> Result<Hold> {
+    fn upgraded(mut self, write: Hold) -> Result<Hold> {
         self.forget();
         if self.state.is_lost() {
             drop(write);
@@ -189,20 +283,5 @@ impl Drop for Hold {
         self.forget();
         self.observe_release(true);
         give_back(self.raw.clone(), self.owner.clone(), self.id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_tokens_are_checked() {
-        assert!(check_owner("job-17").is_ok());
-        assert!(check_owner(&"x".repeat(256)).is_ok());
-        assert!(matches!(check_owner(""), Err(Error::InvalidOwner(_))));
-        assert!(check_owner(&"x".repeat(257)).is_err());
-        assert!(check_owner("a b").is_err());
-        assert!(check_owner("a\tb").is_err());
     }
 }

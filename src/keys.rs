@@ -17,6 +17,16 @@
 
 use crate::error::{Error, Result};
 
+/// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
+pub(crate) fn check_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
+        return Err(Error::InvalidOwner(format!(
+            "{owner:?}: 1 to 256 bytes without whitespace"
+        )));
+    }
+    Ok(())
+}
+
 /// Longest accepted lock name, in bytes.
 ///
 /// ```
@@ -146,6 +156,16 @@ pub(crate) fn channel(key: &str) -> String {
 mod tests {
     use super::*;
     use crate::slot::key_slot;
+
+    #[test]
+    fn owner_tokens_are_checked() {
+        assert!(check_owner("job-17").is_ok());
+        assert!(check_owner(&"x".repeat(256)).is_ok());
+        assert!(matches!(check_owner(""), Err(Error::InvalidOwner(_))));
+        assert!(check_owner(&"x".repeat(257)).is_err());
+        assert!(check_owner("a b").is_err());
+        assert!(check_owner("a\tb").is_err());
+    }
 
     #[test]
     fn tagged_names_hash_on_their_tag() {

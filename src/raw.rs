@@ -159,7 +159,7 @@ impl RawLock {
     /// Turns hold `from` of `owner` into hold `to` of `mode` (`lua/downgrade.lua`): its
     /// fence, or `None` when `from` was gone. Not confirmed: a replica that misses it
     /// keeps the stronger hold.
-    pub async fn convert(
+    pub async fn downgrade(
         &self,
         owner: &str,
         from: u64,

@@ -29,7 +29,7 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
     // command must be gone before the server's lease can end
     let config = match &cli.command {
         crate::args::Command::Run(a) if a.on_lost == crate::args::OnLost::Term => {
-            let margin = config.margin() + a.grace;
+            let margin = config.get_clock_margin() + a.grace;
             if margin > lease / 2 {
                 return Err(format!(
                     "--grace {:?} is too long for --lease {:?}: the command is told at lease/4 + grace before the lease ends, which must be at most half the lease",

@@ -1,6 +1,6 @@
 //! RAII guards: a granted hold, renewed while it lives, released when dropped.
 
-use crate::acquire::{self, Ask};
+use crate::hold::Patience;
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::lease::HoldState;
@@ -60,7 +60,7 @@ impl Grant {
     /// # Ok(()) }
     /// ```
     pub fn fence(&self) -> u64 {
-        self.hold.fence
+        self.hold.fence()
     }
 
     /// The mode of the hold.
@@ -72,7 +72,7 @@ impl Grant {
     /// # Ok(()) }
     /// ```
     pub fn mode(&self) -> Mode {
-        self.hold.mode
+        self.hold.mode()
     }
 
     /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
@@ -87,7 +87,7 @@ impl Grant {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.hold.state.is_lost()
+        self.hold.is_lost()
     }
 
     /// Resolves when (and only if) the lease is lost. The future borrows nothing: race
@@ -134,7 +134,7 @@ impl Grant {
     /// ```
     pub fn lost_signal(&self) -> LostSignal {
         LostSignal {
-            state: self.hold.state.clone(),
+            state: self.hold.state(),
         }
     }
 
@@ -149,7 +149,7 @@ impl Grant {
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> &str {
-        &self.hold.owner
+        self.hold.owner()
     }
 
     /// Takes another read hold as this guard's owner: granted at once, without
@@ -172,7 +172,7 @@ impl Grant {
     /// # Ok(()) }
     /// ```
     pub async fn read_again(&self) -> Result<ReadGuard> {
-        let hold = acquire::again(&self.hold, Mode::Read).await?;
+        let hold = self.hold.again(Mode::Read).await?;
         Ok(ReadGuard(Grant::new(hold, self.lock.clone())))
     }
 
@@ -198,9 +198,9 @@ impl std::fmt::Debug for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Grant")
             .field("name", &self.lock.name())
-            .field("owner", &self.hold.owner)
-            .field("mode", &self.hold.mode)
-            .field("fence", &self.hold.fence)
+            .field("owner", &self.hold.owner())
+            .field("mode", &self.hold.mode())
+            .field("fence", &self.hold.fence())
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -356,8 +356,8 @@ impl WriteGuard {
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard> {
         Ok(ReadGuard(Grant::new(
-            self.0.hold.convert(Mode::Read).await?,
-            self.0.lock.clone(),
+            self.0.hold.downgrade(Mode::Read).await?,
+            self.0.lock,
         )))
     }
 
@@ -379,8 +379,8 @@ impl WriteGuard {
     /// ```
     pub async fn downgrade_to_upgradable(self) -> Result<UpgradableReadGuard> {
         Ok(UpgradableReadGuard(Grant::new(
-            self.0.hold.convert(Mode::Upgradable).await?,
-            self.0.lock.clone(),
+            self.0.hold.downgrade(Mode::Upgradable).await?,
+            self.0.lock,
         )))
     }
 
@@ -403,7 +403,7 @@ impl WriteGuard {
     /// ```
     pub async fn write_again(&self) -> Result<WriteGuard> {
         Ok(WriteGuard(Grant::new(
-            acquire::again(&self.0.hold, Mode::Write).await?,
+            self.0.hold.again(Mode::Write).await?,
             self.0.lock.clone(),
         )))
     }
@@ -456,17 +456,24 @@ impl UpgradableReadGuard {
     /// # Ok(()) }
     /// ```
     pub async fn upgrade(self) -> Result<WriteGuard> {
-        let ask = Ask::Upgrade {
-            from: self.0.hold.id,
-        };
-        self.0.hold.state.set_converting(true);
-        // (an error drops the guard: its hold is released)
-        let write =
-            acquire::wait_hold(&self.0.hold.raw, self.0.hold.owner.clone(), ask, None).await?;
-        Ok(WriteGuard(Grant::new(
-            self.0.hold.upgraded(write)?,
-            self.0.lock.clone(),
-        )))
+        match self.upgrade_with(Patience::Wait(None)).await? {
+            Ok(write) => Ok(write),
+            // (waiting without a deadline, the upgrade is never given up as busy)
+            Err(_kept) => Err(Error::Timeout(std::time::Duration::MAX)),
+        }
+    }
+
+    /// The write hold made from this one, or this guard back, unchanged, when the
+    /// readers did not leave within `patience`.
+    async fn upgrade_with(
+        self,
+        patience: Patience,
+    ) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
+        let Grant { hold, lock } = self.0;
+        Ok(match hold.upgrade(patience).await? {
+            Ok(write) => Ok(WriteGuard(Grant::new(write, lock))),
+            Err(kept) => Err(UpgradableReadGuard(Grant::new(kept, lock))),
+        })
     }
 
     /// [`upgrade`](Self::upgrade) for at most `timeout`: the write hold, or this guard
@@ -500,23 +507,7 @@ impl UpgradableReadGuard {
         self,
         timeout: std::time::Duration,
     ) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
-        let ask = Ask::Upgrade {
-            from: self.0.hold.id,
-        };
-        let raw = self.0.hold.raw.clone();
-        self.0.hold.state.set_converting(true);
-        // (an error other than the timeout drops the guard: its hold is released)
-        match acquire::wait_hold(&raw, self.0.hold.owner.clone(), ask, Some(timeout)).await {
-            Ok(write) => Ok(Ok(WriteGuard(Grant::new(
-                self.0.hold.upgraded(write)?,
-                self.0.lock.clone(),
-            )))),
-            Err(Error::Timeout(_)) => {
-                self.0.hold.state.set_converting(false);
-                Ok(Err(self))
-            }
-            Err(e) => Err(e),
-        }
+        self.upgrade_with(Patience::Wait(Some(timeout))).await
     }
 
     /// One attempt to upgrade: the write hold if no plain reader of another owner holds,
@@ -538,22 +529,7 @@ impl UpgradableReadGuard {
     /// # Ok(()) }
     /// ```
     pub async fn try_upgrade(self) -> Result<std::result::Result<WriteGuard, UpgradableReadGuard>> {
-        let ask = Ask::Upgrade {
-            from: self.0.hold.id,
-        };
-        let raw = self.0.hold.raw.clone();
-        self.0.hold.state.set_converting(true);
-        let outcome = acquire::try_hold(&raw, self.0.hold.owner.clone(), ask).await;
-        if !matches!(outcome, Ok(Some(_))) {
-            self.0.hold.state.set_converting(false);
-        }
-        match outcome? {
-            Some(write) => Ok(Ok(WriteGuard(Grant::new(
-                self.0.hold.upgraded(write)?,
-                self.0.lock.clone(),
-            )))),
-            None => Ok(Err(self)),
-        }
+        self.upgrade_with(Patience::Once).await
     }
 
     /// Turns this hold into a plain read hold in one step (another owner may then take
@@ -573,8 +549,8 @@ impl UpgradableReadGuard {
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard> {
         Ok(ReadGuard(Grant::new(
-            self.0.hold.convert(Mode::Read).await?,
-            self.0.lock.clone(),
+            self.0.hold.downgrade(Mode::Read).await?,
+            self.0.lock,
         )))
     }
 }

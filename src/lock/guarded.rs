@@ -327,16 +327,10 @@ impl<'a> Guarded<'a> {
         if self.commands.is_empty() {
             return Ok(Vec::new());
         }
-        let hold = &self.grant.hold;
-        let replies = hold
-            .raw
-            .guarded(
-                &hold.owner,
-                hold.id,
-                self.writes,
-                &self.keys,
-                &self.commands,
-            )
+        let replies = self
+            .grant
+            .hold
+            .guarded(self.writes, &self.keys, &self.commands)
             .await?;
         Ok(replies
             .into_iter()

@@ -12,7 +12,6 @@ pub mod guarded;
 pub use finished::Finished;
 pub use guard::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 
-use crate::acquire::{self, Ask};
 use crate::error::Result;
 use crate::hold::Hold;
 use crate::mode::Mode;
@@ -228,7 +227,7 @@ impl RwLock {
 
     /// The guard of `hold`, in its mode.
     fn any_guard(&self, hold: crate::hold::Hold) -> AnyGuard {
-        match hold.mode {
+        match hold.mode() {
             Mode::Read => self.read_guard(hold).into(),
             Mode::Write => self.write_guard(hold).into(),
             Mode::Upgradable => self.upgradable_guard(hold).into(),
@@ -407,20 +406,20 @@ impl RwLock {
     }
 
     /// Waits for a new hold of `mode` (at most `timeout`), as the next owner token. Not
-    /// an `async fn`: it hands out `wait_hold`'s future itself, one layer fewer in the
-    /// futures users hold.
+    /// an `async fn`: it hands out `Hold::acquire`'s future itself, one layer fewer in
+    /// the futures users hold.
     fn wait(
         &self,
         mode: Mode,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<Hold>> + Send + '_ {
-        acquire::wait_hold(&self.raw, self.hold_owner(), Ask::Hold(mode), timeout)
+        Hold::acquire(&self.raw, self.hold_owner(), mode, timeout)
     }
 
     /// One attempt at a new hold of `mode`, as the next owner token (not an `async fn`,
     /// as [`wait`](Self::wait)).
     fn try_once(&self, mode: Mode) -> impl Future<Output = Result<Option<Hold>>> + Send + '_ {
-        acquire::try_hold(&self.raw, self.hold_owner(), Ask::Hold(mode))
+        Hold::try_acquire(&self.raw, self.hold_owner(), mode)
     }
 
     /// The owner token the next hold is taken as.
