@@ -193,7 +193,7 @@ async fn try_attempt(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option
         armed: true,
     };
     let outcome = attempt(lock, &owner, ask, id, false, None).await;
-    leftovers.armed = matches!(outcome, Err(Error::Redis(_) | Error::Unavailable(_)));
+    leftovers.armed = matches!(outcome, Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_)));
     match outcome? {
         Outcome::Granted(hold) => Ok(Some(hold)),
         Outcome::Busy(_) => Ok(None),
@@ -299,7 +299,7 @@ async fn wait_loop(
             // a failover or reconnect in progress, or a replica that is not in sync
             // yet (restarted, catching up): try again while time is left (the grant
             // the replicas did not confirm was undone)
-            Err(e @ (Error::Redis(_) | Error::Unavailable(_) | Error::NotReplicated { .. }))
+            Err(e @ (Error::Server(_) | Error::Connection(_) | Error::Unavailable(_) | Error::NotReplicated { .. }))
                 if deadline.is_some() =>
             {
                 if matches!(e, Error::NotReplicated { .. }) {

@@ -8,7 +8,7 @@ use fred::prelude::*;
 
 use crate::cluster::Cluster;
 use crate::config::{LockConfig, Topology};
-use crate::error::{Error, Result};
+use crate::error::{ClientResult, Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
 use crate::lock::RwLock;
@@ -176,7 +176,7 @@ impl LockClient {
         .with_config(|c| c.fail_fast = false)
         .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
         .set_policy(crate::cluster::node::reconnect_policy())
-        .build()?;
+        .build().lock_err()?;
         let start = u64::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..8]
                 .try_into()

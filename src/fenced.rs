@@ -2,7 +2,7 @@
 //! ([`LockClient::fenced_set`]), for data outside a lock's slot.
 
 use crate::client::LockClient;
-use crate::error::{Error, Result};
+use crate::error::{ClientResult, Error, Result};
 use crate::shared::Confirmed;
 
 /// What [`LockClient::fenced_set`] did.
@@ -32,7 +32,7 @@ impl LockClient {
     /// [`Error::WrongType`] when `key` holds something else than a hash (nothing is
     /// touched); [`Error::NotReplicated`] when the value was written on the master but
     /// too few replicas acknowledged it in time; [`Error::Unavailable`],
-    /// [`Error::Redis`] when the key's master did not answer.
+    /// [`Error::Connection`] when the key's master did not answer.
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient, fence: u64) -> cluster_rwlock::Result<()> {
@@ -83,7 +83,7 @@ impl LockClient {
         let slot = crate::slot::key_slot(key.as_bytes());
         let (fence, value): (Option<String>, Option<Vec<u8>>) = inner
             .call(slot, |c| async move {
-                Ok(c.client.hmget(key, vec!["fence", "value"]).await?)
+                c.client.hmget(key, vec!["fence", "value"]).await.lock_err()
             })
             .await?;
         match (fence, value) {

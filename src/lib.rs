@@ -245,8 +245,10 @@
 //! [`Error`] is the crate's own: [`Error::is_retryable`] tells the errors after which the
 //! same call may succeed a little later (no answer in time, a failover under way, a grant
 //! the replicas did not confirm) from those it cannot (a bad name or owner, a lost lease,
-//! a key that is not a lock, a refused permission). The Redis client's error is the
-//! `source()` of [`Error::Redis`]; the client is re-exported as [`fred`].
+//! a key that is not a lock, a refused permission). An error reply of the server is an
+//! [`Error::Server`] with its [`code`](ServerError::code) (`NOPERM`, `CLUSTERDOWN`, ...);
+//! a failure on the client's side of a connection is an [`Error::Connection`] of a
+//! [`ConnectionErrorKind`]. No type of the Redis client appears in them.
 //!
 //! # Several locks, breaking a lock
 //! [`LockClient::multi`] holds several locks in any slots at once without deadlock (see
@@ -300,15 +302,20 @@ mod tls;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// The Redis client this crate is built on, for [`LockClient::redis`] and the source of
-/// [`Error::Redis`].
+/// The Redis client this crate is built on, for [`LockClient::redis`]: the one place
+/// where its types are part of this crate's API. [`LockClient::redis`] hands out a client
+/// of the same servers, credentials and TLS for the application's own data (the keys that
+/// share a lock's slot), so it must be the client's own type; this re-export gives it in
+/// the version this crate was built with. A new major version of `fred` therefore means
+/// a new major version of this crate only for code that uses [`LockClient::redis`];
+/// the lock's own API and its errors carry no type of `fred`.
 pub use fred;
 
 pub use client::{ClientStats, ForceReleased, LockClient};
 pub use config::{
     Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
 };
-pub use error::{Error, Result};
+pub use error::{ConnectionError, ConnectionErrorKind, Error, Result, ServerError};
 pub use fenced::FencedWrite;
 pub use lock::guarded;
 pub use lock::{AnyGuard, Finished, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};

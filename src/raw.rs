@@ -315,5 +315,5 @@ impl RawLock {
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.
 fn redirected<T>(reply: &Result<T>) -> bool {
-    matches!(reply, Err(Error::Redis(e)) if e.is_moved() || e.is_ask())
+    matches!(reply, Err(e) if e.server().is_some_and(crate::error::ServerError::is_redirect))
 }

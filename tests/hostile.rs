@@ -217,7 +217,7 @@ async fn wrong_password_and_a_user_without_scripts() {
 
     let no_scripts = LockClient::connect(LockConfig::cluster([url(&plain, "pw")]).prefix(&p)).await;
     match &no_scripts {
-        Err(Error::Redis(e)) => assert!(e.to_string().to_uppercase().contains("NOPERM"), "{e}"),
+        Err(Error::Server(e)) => assert_eq!(e.code(), "NOPERM", "{e}"),
         other => panic!("a user without EVAL/EVALSHA: {other:?}"),
     }
 

@@ -31,7 +31,7 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::config::{LockConfig, Topology};
-use crate::error::{Error, Result};
+use crate::error::{ClientResult, Error, Result};
 use node::Connector;
 use notify::Notifier;
 use router::Router;
@@ -144,7 +144,7 @@ impl Cluster {
         probe: &Client,
     ) -> Result<Cluster> {
         let timeout = config.command_timeout;
-        let info: String = probe.info(Some(fred::types::InfoKind::Server)).await?;
+        let info: String = probe.info(Some(fred::types::InfoKind::Server)).await.lock_err()?;
         let major = info
             .lines()
             .find_map(|l| l.strip_prefix("redis_version:"))

@@ -10,7 +10,7 @@ use fred::types::config::UnresponsiveConfig;
 
 use crate::cluster::lane::Lane;
 use crate::cluster::topology::Addr;
-use crate::error::{Error, Result};
+use crate::error::{ClientResult, Error, Result};
 
 /// Reconnect at once, then back off to one attempt every 2 s. fred waits the policy's
 /// delay before the FIRST connection too, and its default jitter adds up to 100 ms: a
@@ -78,7 +78,7 @@ impl Connector {
     /// Connects to a seed and waits for the connection, so that a wrong address or
     /// password is reported at once.
     pub async fn probe(&self, addr: &str) -> Result<Client> {
-        let client = self.builder(addr, true)?.build()?;
+        let client = self.builder(addr, true)?.build().lock_err()?;
         match tokio::time::timeout(self.timeout + Duration::from_secs(1), client.init()).await {
             Ok(Ok(_)) => Ok(client),
             Ok(Err(e)) => {
@@ -86,7 +86,7 @@ impl Connector {
                 tokio::spawn(async move { c.quit().await });
                 Err(Error::Connect {
                     addr: addr.to_string(),
-                    source: e,
+                    source: Box::new(Error::from_client(e)),
                 })
             }
             Err(_) => {
@@ -105,7 +105,7 @@ impl Connector {
         let builder = self.builder(addr, false)?;
         let mut clients = Vec::with_capacity(self.connections);
         for _ in 0..self.connections {
-            let client = builder.build()?;
+            let client = builder.build().lock_err()?;
             let _task = client.connect();
             clients.push(client);
         }
@@ -118,7 +118,7 @@ impl Connector {
 
     /// A subscriber connection to a node, connecting in the background.
     pub fn subscriber(&self, addr: &str) -> Result<SubscriberClient> {
-        let subscriber = self.builder(addr, false)?.build_subscriber_client()?;
+        let subscriber = self.builder(addr, false)?.build_subscriber_client().lock_err()?;
         let _task = subscriber.connect();
         Ok(subscriber)
     }

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use crate::cluster::lane::Lane;
 use crate::cluster::node::{Connector, Node};
 use crate::cluster::topology::{self, Addr, SlotMap};
-use crate::error::{redis_retryable as retryable, Error, Result};
+use crate::error::{Error, Result};
 
 /// A command pending this long makes its node suspect.
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
@@ -310,24 +310,30 @@ impl Router {
                 // the slot moved while the command was in flight: send it again there
                 None => continue,
             };
-            let Error::Redis(fe) = &error else {
+            // only what the server or the connection said is followed or retried here
+            if !matches!(error, Error::Server(_) | Error::Connection(_)) {
                 return Err(error);
+            }
+            let redirect = error.server().filter(|s| s.is_redirect());
+            let (moved, asked) = match redirect {
+                Some(s) => (s.code() == "MOVED", s.code() == "ASK"),
+                None => (false, false),
             };
-            let details = fe.details();
-            if !self.clustered && (fe.is_moved() || fe.is_ask()) {
+            let details = redirect.map_or("", |s| s.text());
+            if !self.clustered && (moved || asked) {
                 return Err(Error::InvalidConfig(format!(
                     "{} answered {details:?}: it is a cluster node, and this client was configured for a single node (LockConfig::single_node); use LockConfig::cluster, or LockConfig::from_url, which asks the node",
                     node.addr
                 )));
             }
-            if fe.is_moved() || fe.is_ask() {
+            if moved || asked {
                 // nodes that disagree while a slot migrates: do not spin
                 redirects += 1;
                 if redirects > 3 {
                     tokio::time::sleep_until((Instant::now() + RETRY_PAUSE).min(deadline)).await;
                 }
             }
-            if fe.is_moved() {
+            if moved {
                 if let Some((s, addr)) = topology::redirect_target(details) {
                     let map = self.routes().map.redirected(s, &addr);
                     if self.install(map).is_err() {
@@ -335,12 +341,12 @@ impl Router {
                     }
                 }
                 self.raise_alarm();
-            } else if fe.is_ask() {
+            } else if asked {
                 match topology::redirect_target(details).map(|(_, a)| self.node(&a)) {
                     Some(Ok(n)) => ask = Some(n),
                     _ => return Err(error),
                 }
-            } else if retryable(fe) {
+            } else if error.is_retryable() {
                 self.raise_alarm();
                 let pause = Instant::now() + RETRY_PAUSE;
                 let _ = self

@@ -161,7 +161,7 @@ impl Grant {
     ///
     /// # Errors
     /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
-    /// [`Error::Redis`] when the lock's master cannot be reached in time.
+    /// [`Error::Connection`] when the lock's master cannot be reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -280,7 +280,7 @@ macro_rules! guard_basics {
         impl $t {
             /// Releases the hold now. Fails with [`Error::LockLost`] when the lease had
             /// been lost (the hold was gone, or it was no longer protected), and with
-            /// [`Error::Redis`] or [`Error::Unavailable`] when Redis could not be
+            /// [`Error::Connection`] or [`Error::Unavailable`] when Redis could not be
             /// reached twice (the hold then expires after its lease).
             ///
             /// # Cancel safety
@@ -345,7 +345,7 @@ impl WriteGuard {
     ///
     /// # Errors
     /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or
-    /// [`Error::Redis`] when the lock's master cannot be reached in time (the write hold
+    /// [`Error::Connection`] when the lock's master cannot be reached in time (the write hold
     /// is then released).
     ///
     /// ```no_run
@@ -392,7 +392,7 @@ impl WriteGuard {
     ///
     /// # Errors
     /// [`Error::LockLost`] when this guard's lease was lost; [`Error::Unavailable`] or
-    /// [`Error::Redis`] when the lock's master cannot be reached in time.
+    /// [`Error::Connection`] when the lock's master cannot be reached in time.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -443,7 +443,7 @@ impl UpgradableReadGuard {
     ///
     /// # Errors
     /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or
-    /// [`Error::Redis`] when the lock's master cannot be reached within the command
+    /// [`Error::Connection`] when the lock's master cannot be reached within the command
     /// timeout; [`Error::NotReplicated`] with replica acks. The upgradable hold is
     /// released on error.
     ///

@@ -178,7 +178,7 @@ macro_rules! acquire_doc {
             "- [`Error::NotReplicated`]: the replicas that could be promoted did not ",
             "acknowledge the grant in time (see [`Durability`](crate::Durability)); it was undone ",
             "(methods with a timeout try again until it runs out).\n",
-            "- [`Error::Unavailable`], [`Error::Redis`]: the lock's master did not answer ",
+            "- [`Error::Unavailable`], [`Error::Connection`]: the lock's master did not answer ",
             "within the command timeout, or the connection failed (methods with a timeout ",
             "retry until it runs out); [`Error::Closed`]: the client was closed.\n",
         )
@@ -667,7 +667,7 @@ impl RwLock {
     ///
     /// # Errors
     /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
-    /// library; [`Error::Unavailable`] or [`Error::Redis`] when its master cannot be
+    /// library; [`Error::Unavailable`] or [`Error::Connection`] when its master cannot be
     /// reached in time.
     ///
     /// ```no_run

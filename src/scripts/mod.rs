@@ -94,7 +94,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use crate::error::{Error, Result};
+use crate::error::{ClientResult, Error, Result};
 use crate::mode::Mode;
 
 #[cfg(all(test, feature = "cluster-tests"))]
@@ -313,7 +313,7 @@ impl Scripts {
             &self.guarded,
             &self.fenced_set,
         ] {
-            s.load(client).await?;
+            s.load(client).await.lock_err()?;
         }
         Ok(())
     }
@@ -381,9 +381,9 @@ impl Scripts {
                         on.counters.reloads.fetch_add(1, Ordering::Relaxed);
                         crate::observe::script_reloaded();
                         on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-                        script.load(on.client).await?;
+                        script.load(on.client).await.lock_err()?;
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(Error::from_client(e)),
                     Ok(value) => {
                         let unconfirmed = batch.unconfirmed(t.confirm);
                         return Ok(Ran { value, unconfirmed });
@@ -415,10 +415,10 @@ impl Scripts {
                 counters.reloads.fetch_add(1, Ordering::Relaxed);
                 crate::observe::script_reloaded();
                 counters.round_trips.fetch_add(2, Ordering::Relaxed);
-                script.load(client).await?;
-                Ok(client.evalsha(script.sha1().clone(), keys, args).await?)
+                script.load(client).await.lock_err()?;
+                Ok(client.evalsha(script.sha1().clone(), keys, args).await.lock_err()?)
             }
-            other => Ok(other?),
+            other => Ok(other.lock_err()?),
         }
     }
 
@@ -795,7 +795,7 @@ impl Scripts {
                     Some((wanted, acked)) => Err(Error::NotReplicated { wanted, acked }),
                     None => parse_renew(&item.key, v.clone()),
                 },
-                Some(Err(e)) => Err(Error::Redis(e.clone())),
+                Some(Err(e)) => Err(Error::from_client(e.clone())),
                 None => Err(Error::Protocol("renew: missing reply".into())),
             })
             .collect()
