@@ -145,11 +145,7 @@ impl Drop for Leftovers {
 }
 
 /// One attempt for `owner`, without waiting: `None` when the lock is busy.
-pub(crate) async fn try_once(
-    lock: &RawLock,
-    owner: Arc<str>,
-    ask: Ask,
-) -> Result<Option<Granted>> {
+pub(crate) async fn try_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
     let began = Instant::now();
     let result = try_attempt(lock, owner, ask).await;
     let (fence, outcome) = match &result {
@@ -193,7 +189,10 @@ async fn try_attempt(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option
         armed: true,
     };
     let outcome = attempt(lock, &owner, ask, id, false, None).await;
-    leftovers.armed = matches!(outcome, Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_)));
+    leftovers.armed = matches!(
+        outcome,
+        Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_))
+    );
     match outcome? {
         Outcome::Granted(hold) => Ok(Some(hold)),
         Outcome::Busy(_) => Ok(None),
@@ -299,9 +298,12 @@ async fn wait_loop(
             // a failover or reconnect in progress, or a replica that is not in sync
             // yet (restarted, catching up): try again while time is left (the grant
             // the replicas did not confirm was undone)
-            Err(e @ (Error::Server(_) | Error::Connection(_) | Error::Unavailable(_) | Error::NotReplicated { .. }))
-                if deadline.is_some() =>
-            {
+            Err(
+                e @ (Error::Server(_)
+                | Error::Connection(_)
+                | Error::Unavailable(_)
+                | Error::NotReplicated { .. }),
+            ) if deadline.is_some() => {
                 if matches!(e, Error::NotReplicated { .. }) {
                     // the undo of that grant runs in the background: a retry under
                     // the same id could be granted and then undone by it

@@ -176,7 +176,8 @@ impl LockClient {
         .with_config(|c| c.fail_fast = false)
         .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
         .set_policy(crate::cluster::node::reconnect_policy())
-        .build().lock_err()?;
+        .build()
+        .lock_err()?;
         let start = u64::from_le_bytes(
             uuid::Uuid::new_v4().as_bytes()[..8]
                 .try_into()

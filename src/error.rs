@@ -469,7 +469,10 @@ mod tests {
         assert!(moved.is_retryable() && !moved.is_unavailable());
         let down = client(ErrorKind::Unknown, "CLUSTERDOWN The cluster is down");
         assert!(down.is_retryable());
-        assert_eq!(down.to_string(), "the server answered: CLUSTERDOWN The cluster is down");
+        assert_eq!(
+            down.to_string(),
+            "the server answered: CLUSTERDOWN The cluster is down"
+        );
         let script = client(ErrorKind::Unknown, "ERR user_script:1: oops");
         assert!(!script.is_retryable() && !script.is_unavailable());
     }
@@ -517,7 +520,10 @@ mod tests {
             source: Box::new(Error::from_client(refused)),
         };
         let text = e.to_string();
-        assert_eq!(text, "could not connect to 127.0.0.1:7000: connection refused");
+        assert_eq!(
+            text,
+            "could not connect to 127.0.0.1:7000: connection refused"
+        );
         assert!(e.is_retryable() && e.is_unavailable());
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
         assert_eq!(
@@ -528,7 +534,10 @@ mod tests {
             ErrorKind::IO,
             "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",
         );
-        assert_eq!(tls.to_string(), "invalid data: InvalidCertificate(UnknownIssuer)");
+        assert_eq!(
+            tls.to_string(),
+            "invalid data: InvalidCertificate(UnknownIssuer)"
+        );
         let wrong = Error::Connect {
             addr: "a:1".into(),
             source: Box::new(client(ErrorKind::Auth, "WRONGPASS invalid password")),

@@ -144,7 +144,10 @@ impl Cluster {
         probe: &Client,
     ) -> Result<Cluster> {
         let timeout = config.command_timeout;
-        let info: String = probe.info(Some(fred::types::InfoKind::Server)).await.lock_err()?;
+        let info: String = probe
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .lock_err()?;
         let major = info
             .lines()
             .find_map(|l| l.strip_prefix("redis_version:"))

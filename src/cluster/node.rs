@@ -118,7 +118,10 @@ impl Connector {
 
     /// A subscriber connection to a node, connecting in the background.
     pub fn subscriber(&self, addr: &str) -> Result<SubscriberClient> {
-        let subscriber = self.builder(addr, false)?.build_subscriber_client().lock_err()?;
+        let subscriber = self
+            .builder(addr, false)?
+            .build_subscriber_client()
+            .lock_err()?;
         let _task = subscriber.connect();
         Ok(subscriber)
     }

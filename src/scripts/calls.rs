@@ -1,0 +1,383 @@
+//! The calls: one method per script, each its arguments and its typed reply.
+
+use std::sync::atomic::Ordering;
+
+use fred::prelude::*;
+
+use super::reply::{attempt, code, count, int, number, parse_renew, status, text};
+use super::transport::{evalsha_call, not_replicated, Ran};
+use super::{Attempt, Confirm, Counters, Intent, Lane, On, RawHolder, RawState, Released, Scripts};
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+
+impl Scripts {
+    pub async fn acquire(
+        &self,
+        on: On<'_>,
+        mode: Mode,
+        owner: &str,
+        hold: u64,
+        lease_ms: u64,
+        intent: Intent,
+    ) -> Result<Attempt> {
+        on.counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let args = vec![
+            mode.arg().to_string(),
+            owner.to_string(),
+            hold.to_string(),
+            lease_ms.to_string(),
+            intent.arg().to_string(),
+        ];
+        let ran = self.run(on, &self.acquire, args).await?;
+        granted_only_if_confirmed(
+            on.target.key,
+            ran,
+            "acquire",
+            (-1, Attempt::UpgradeDeadlock),
+        )
+    }
+
+    /// Gives back hold `hold` of `owner`: whether it was there.
+    pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<Released> {
+        let args = vec![owner.to_string(), hold.to_string()];
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.release, args).await?.value,
+        )?;
+        if code(&parts)? == 1 {
+            return Ok(Released::Now);
+        }
+        let last_fence = match parts.get(1).map(text).transpose()? {
+            Some(s) if !s.is_empty() && s != "-" => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
+            _ => None,
+        };
+        Ok(Released::NotThere { last_fence })
+    }
+
+    /// Turns hold `from` (write, or upgradable) into hold `to` of mode `mode` (read, or
+    /// upgradable from write): the new hold's fence, or `None` when `from` was gone.
+    pub async fn downgrade(
+        &self,
+        on: On<'_>,
+        owner: &str,
+        from: u64,
+        to: u64,
+        mode: Mode,
+        lease_ms: u64,
+    ) -> Result<Option<u64>> {
+        let args = vec![
+            owner.to_string(),
+            from.to_string(),
+            to.to_string(),
+            lease_ms.to_string(),
+            mode.arg().to_string(),
+        ];
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.downgrade, args).await?.value,
+        )?;
+        match code(&parts)? {
+            1 => Ok(Some(number(parts.get(1))?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Turns upgradable hold `from` into write hold `to`; `wait`: leave the upgrade
+    /// pending when readers still hold.
+    pub async fn upgrade(
+        &self,
+        on: On<'_>,
+        owner: &str,
+        from: u64,
+        to: u64,
+        lease_ms: u64,
+        wait: bool,
+    ) -> Result<Attempt> {
+        on.counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let args = vec![
+            owner.to_string(),
+            from.to_string(),
+            to.to_string(),
+            lease_ms.to_string(),
+            if wait { "1" } else { "0" }.to_string(),
+        ];
+        let ran = self.run(on, &self.upgrade, args).await?;
+        granted_only_if_confirmed(on.target.key, ran, "upgrade", (2, Attempt::Gone))
+    }
+
+    /// Renews the named holds of each owner (and no other hold: see `lua/renew.lua`);
+    /// for each owner, the ids of those it still has.
+    pub async fn renew(
+        &self,
+        on: On<'_>,
+        lease_ms: u64,
+        owners: &[(&str, &[u64])],
+    ) -> Result<Vec<Vec<u64>>> {
+        let mut args = vec![lease_ms.to_string()];
+        args.extend(owners.iter().map(|(o, ids)| renew_arg(o, ids)));
+        let ran = self.run(on, &self.renew, args).await?;
+        parse_renew(on.target.key, ran.confirmed(on.target.key)?)
+    }
+
+    /// Leaves the writer queue and gives back hold `hold` if it was handed over.
+    pub async fn withdraw(
+        &self,
+        on: On<'_>,
+        owner: &str,
+        hold: u64,
+        upgrading_from: Option<u64>,
+    ) -> Result<()> {
+        let mut args = vec![owner.to_string(), hold.to_string()];
+        args.extend(upgrading_from.map(|from| from.to_string()));
+        status(
+            on.target.key,
+            self.run(on, &self.withdraw, args).await?.value,
+        )?;
+        Ok(())
+    }
+
+    /// Removes every hold (or `only`'s), tells the waiters, raises the fence: the holds
+    /// removed and the fence.
+    pub async fn force_release(
+        &self,
+        on: On<'_>,
+        only: Option<&str>,
+    ) -> Result<(u64, Option<u64>)> {
+        let args = vec![only.unwrap_or_default().to_string()];
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.force_release, args).await?.value,
+        )?;
+        if code(&parts)? != 1 {
+            return Err(Error::Protocol(format!(
+                "force_release: code {:?}",
+                parts.first()
+            )));
+        }
+        let removed = parts
+            .get(1)
+            .map(int)
+            .transpose()?
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| Error::Protocol("force_release: no count".into()))?;
+        let fence = match parts.get(2).map(text).transpose()? {
+            Some(s) if !s.is_empty() => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
+            _ => None,
+        };
+        Ok((removed, fence))
+    }
+
+    /// The fence, the holders and the queued writers.
+    pub async fn state(&self, on: On<'_>) -> Result<RawState> {
+        let parts = status(
+            on.target.key,
+            self.run(on, &self.state, Vec::new()).await?.value,
+        )?;
+        if code(&parts)? != 1 {
+            return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
+        }
+        let fence = match parts.get(1).map(text).transpose()? {
+            Some(s) if !s.is_empty() => Some(
+                s.parse()
+                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
+            ),
+            _ => None,
+        };
+        let (Some(Value::Array(held)), Some(Value::Array(queued))) = (parts.get(2), parts.get(3))
+        else {
+            return Err(Error::Protocol("state: missing lists".into()));
+        };
+        let mut holders = Vec::new();
+        for chunk in held.chunks(6) {
+            let [o, r, w, u, left, held_for] = chunk else {
+                return Err(Error::Protocol("state: short holder entry".into()));
+            };
+            holders.push(RawHolder {
+                owner: text(o)?,
+                read: count(r)?,
+                write: count(w)?,
+                upgradable: count(u)?,
+                lease_left_ms: u64::try_from(int(left)?).unwrap_or(0),
+                held_ms: u64::try_from(int(held_for)?).unwrap_or(0),
+            });
+        }
+        let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
+        Ok(RawState {
+            fence,
+            holders,
+            queued,
+        })
+    }
+}
+
+impl Scripts {
+    /// Runs `commands` (each: its words) on keys of the lock's slot (`keys`, declared so
+    /// that the cluster checks them) while hold `id` of `owner` is on the server
+    /// (`lua/guarded.lua`), confirmed as `on` says: each command's reply, or its error's
+    /// message. [`Error::LockLost`] when the hold is gone (nothing ran);
+    /// [`Error::NotReplicated`] when the commands ran on the master but too few replicas
+    /// acknowledged them in time.
+    pub async fn guarded(
+        &self,
+        on: On<'_>,
+        keys: Vec<String>,
+        owner: &str,
+        id: u64,
+        writes: bool,
+        commands: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<std::result::Result<Value, String>>> {
+        let mut args: Vec<Value> = vec![
+            owner.into(),
+            id.to_string().into(),
+            if writes { "1" } else { "0" }.into(),
+        ];
+        for words in commands {
+            args.push(words.len().to_string().into());
+            args.extend(words.iter().map(|w| Value::Bytes(w.clone().into())));
+        }
+        let key = on.target.key;
+        let ran = self.run_with(on, &self.guarded, keys, args).await?;
+        let value = ran.confirmed(key)?;
+        let parts = status(key, value)?;
+        match code(&parts)? {
+            1 => {}
+            2 => return Err(Error::LockLost),
+            -5 => {
+                return Err(Error::InvalidCommand(
+                    "a command writes and the hold is not a write hold".into(),
+                ))
+            }
+            c => return Err(Error::Protocol(format!("guarded: code {c}"))),
+        }
+        let Some(Value::Array(replies)) = parts.get(1) else {
+            return Err(Error::Protocol("guarded: no replies".into()));
+        };
+        replies
+            .iter()
+            .map(|r| match r {
+                Value::Array(pair) => match (pair.first(), pair.get(1)) {
+                    (Some(Value::Integer(0)), reply) => {
+                        Ok(Ok(reply.cloned().unwrap_or(Value::Null)))
+                    }
+                    (Some(Value::Integer(1)), Some(message)) => Ok(Err(text(message)?)),
+                    _ => Err(Error::Protocol("guarded: a malformed reply".into())),
+                },
+                _ => Err(Error::Protocol("guarded: a malformed reply".into())),
+            })
+            .collect()
+    }
+}
+
+impl Scripts {
+    /// Stores `value` at `on`'s key with `fence` unless a higher fence wrote there
+    /// (`lua/fenced_set.lua`), confirmed as `on` says: whether it was written, and the
+    /// fence that wrote last.
+    pub async fn fenced_set(&self, on: On<'_>, fence: u64, value: &[u8]) -> Result<(bool, u64)> {
+        let key = on.target.key;
+        let args = vec![
+            fence.to_string().into(),
+            Value::Bytes(value.to_vec().into()),
+        ];
+        let ran = self
+            .run_with(on, &self.fenced_set, Vec::new(), args)
+            .await?;
+        let parts = status(key, ran.value.clone())?;
+        let last = match parts.get(1).map(text).transpose()? {
+            Some(f) => f
+                .parse()
+                .map_err(|_| Error::Protocol(format!("fenced_set: fence {f:?}")))?,
+            None => return Err(Error::Protocol("fenced_set: no fence".into())),
+        };
+        match code(&parts)? {
+            // a write counts once the replicas have it
+            1 => ran.confirmed(key).map(|_| (true, last)),
+            0 => Ok((false, last)),
+            c => Err(Error::Protocol(format!("fenced_set: code {c}"))),
+        }
+    }
+}
+
+/// An attempt's outcome from its reply: a grant counts only when its writes were
+/// confirmed ([`Error::NotReplicated`] otherwise: what the script did stays on the
+/// master, for the caller to undo); a refusal counts either way (a writer's place in the
+/// queue that a replica misses costs it only its place, after a failover).
+fn granted_only_if_confirmed(
+    key: &str,
+    ran: Ran,
+    script: &str,
+    other: (i64, Attempt),
+) -> Result<Attempt> {
+    let outcome = attempt(script, &status(key, ran.value)?, other)?;
+    match (outcome, ran.unconfirmed) {
+        (Attempt::Granted { .. }, Some((wanted, acked))) => Err(not_replicated(key, wanted, acked)),
+        _ => Ok(outcome),
+    }
+}
+
+/// One lock's renewal in a batch: key, and each owner with the ids of its holds that
+/// are to be renewed.
+#[derive(Clone)]
+pub(crate) struct RenewItem {
+    pub key: String,
+    pub owners: Vec<(String, Vec<u64>)>,
+}
+
+/// renew.lua's argument for one owner: `<owner> <id> <id> ...`.
+pub(super) fn renew_arg(owner: &str, ids: &[u64]) -> String {
+    let mut arg = owner.to_string();
+    for id in ids {
+        arg.push(' ');
+        arg.push_str(&id.to_string());
+    }
+    arg
+}
+
+impl Scripts {
+    /// Renews many locks of ONE node in one pipeline (one round trip); the result for each
+    /// item is what [`renew`](Self::renew) returns (an error for an item the caller should
+    /// renew again on its own, e.g. after NOSCRIPT on a promoted replica).
+    pub async fn renew_pipeline(
+        &self,
+        lane: &Lane,
+        counters: &Counters,
+        lease_ms: u64,
+        items: &[RenewItem],
+        confirm: Option<Confirm>,
+    ) -> Vec<Result<Vec<Vec<u64>>>> {
+        let calls: Vec<Vec<Value>> = items
+            .iter()
+            .map(|item| {
+                let mut args: Vec<Value> = Vec::with_capacity(1 + item.owners.len());
+                args.push(lease_ms.to_string().into());
+                args.extend(
+                    item.owners
+                        .iter()
+                        .map(|(o, ids)| Value::from(renew_arg(o, ids))),
+                );
+                evalsha_call(&self.renew, &item.key, Vec::new(), args)
+            })
+            .collect();
+        let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm).await;
+        if let Some((wanted, acked)) = unconfirmed {
+            crate::observe::not_replicated("(renewal)", wanted, acked);
+        }
+        // a call that failed (its connection lost, a redirect, NOSCRIPT) is its own error,
+        // for the caller to send again on its own, routed afresh; one that ran counts
+        // only if confirmed
+        items
+            .iter()
+            .zip(replies)
+            .map(|(item, reply)| match (reply, unconfirmed) {
+                (Ok(_), Some((wanted, acked))) => Err(Error::NotReplicated { wanted, acked }),
+                (Ok(v), None) => parse_renew(&item.key, v),
+                (Err(e), _) => Err(e),
+            })
+            .collect()
+    }
+}
