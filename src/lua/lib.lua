@@ -15,7 +15,8 @@
 -- that holds write; 'u', '<owner>' of the upgradable hold, or '<owner> <id> <lease>'
 -- while it waits to upgrade: hold <id> is to be granted write as soon as it is the only
 -- owner that holds.
--- The writers of the encodings of layout.lua, and the server's clock:
+-- The writers of the encodings of layout.lua, the server's clock, and the hand-off
+-- message:
 
 -- Integers as digits: exact below 2^53, never in exponent notation ('%d' also costs far
 -- less than a float's '%.0f').
@@ -36,15 +37,19 @@ local function fence_after(last, now_us)
   return now_us
 end
 
--- the summary (see layout.lua), numbers or nil
+-- The summary, of numbers or nil ('-').
 local function opt(n) if n == nil then return '-' end return fmt(n) end
 local function format_summary(fence, held, dl, du, qh, qt, rw)
   return LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
     .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
 end
 
--- a hold (see layout.lua)
+-- A hold: mode, id (as the client sent it), fence (digits), deadline (ms).
 local function format_hold(m, id, fence, deadline) return m .. id .. ':' .. fence .. ':' .. fmt(deadline) end
+
+-- The release message that hands the lock to the writer or upgrader `o`, as its hold
+-- `id` with `fence` (see the `scripts` module docs).
+local function handoff_message(o, id, fence) return 'g ' .. o .. ' ' .. id .. ' ' .. fence end
 
 local existed = S[1] ~= false
 local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
@@ -333,7 +338,7 @@ local function finish()
           -- the write hold lasts no longer than the upgradable hold it replaces: an
           -- upgrader that died while pending leaves no fresh lease behind
           local f = grant(o, e, 'w', id, math.max(1, math.min(pending_lease, h[4] - now)))
-          msg = 'g ' .. o .. ' ' .. id .. ' ' .. f
+          msg = handoff_message(o, id, f)
           break
         end
       end
@@ -348,7 +353,7 @@ local function finish()
       -- writer that died or gave up while queued blocks the lock no longer than its
       -- entry would have (the live one renews it when it takes it)
       local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))
-      msg = 'g ' .. o .. ' ' .. q.id .. ' ' .. f
+      msg = handoff_message(o, q.id, f)
     elseif o == nil and rw ~= nil and pending == nil and not quiet then
       if rw <= now then
         rw = nil
