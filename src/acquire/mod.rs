@@ -7,13 +7,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cluster::notify::{Subscription, Wake};
+use crate::cluster::notify::Wake;
 use crate::error::{Error, Result};
 use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
-use crate::raw::RawLock;
 use crate::scripts::{Attempt, Intent};
+
+mod seam;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use seam::{Seam, Wakes};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -87,8 +92,8 @@ enum Outcome {
 /// Undoes what an attempt left in Redis when it ends without a grant: a place in the
 /// writer queue or a pending upgrade, a hold handed over while waiting, or a grant whose
 /// reply was lost to an error. Both steps are idempotent.
-struct Leftovers {
-    raw: RawLock,
+struct Leftovers<L: Seam> {
+    raw: L,
     owner: Arc<str>,
     id: u64,
     write: bool,
@@ -98,7 +103,7 @@ struct Leftovers {
     armed: bool,
 }
 
-impl Leftovers {
+impl<L: Seam> Leftovers<L> {
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
     /// keeps its upgradable hold, which is not known to be intact until the withdrawal
     /// has run; within `SETTLE_BUDGET` (the caller's time is up already; the command
@@ -127,7 +132,7 @@ impl Leftovers {
     }
 }
 
-impl Drop for Leftovers {
+impl<L: Seam> Drop for Leftovers<L> {
     fn drop(&mut self) {
         if self.armed {
             let (raw, owner, id, write, from) = (
@@ -145,7 +150,11 @@ impl Drop for Leftovers {
 }
 
 /// One attempt for `owner`, without waiting: `None` when the lock is busy.
-pub(crate) async fn try_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
+pub(crate) async fn try_once<L: Seam>(
+    lock: &L,
+    owner: Arc<str>,
+    ask: Ask,
+) -> Result<Option<Granted>> {
     let began = Instant::now();
     let result = try_attempt(lock, owner, ask).await;
     let (fence, outcome) = match &result {
@@ -157,8 +166,8 @@ pub(crate) async fn try_once(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Resul
     result
 }
 
-fn observe(
-    lock: &RawLock,
+fn observe<L: Seam>(
+    lock: &L,
     ask: Ask,
     began: Instant,
     attempts: u32,
@@ -177,7 +186,7 @@ fn observe(
     );
 }
 
-async fn try_attempt(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
+async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
     check_owner(&owner)?;
     let id = lock.next_hold_id();
     let mut leftovers = Leftovers {
@@ -200,8 +209,8 @@ async fn try_attempt(lock: &RawLock, owner: Arc<str>, ask: Ask) -> Result<Option
 }
 
 /// Waits for a grant (see `wait_loop`), traced and counted.
-pub(crate) async fn wait(
-    lock: &RawLock,
+pub(crate) async fn wait<L: Seam>(
+    lock: &L,
     owner: Arc<str>,
     ask: Ask,
     timeout: Option<Duration>,
@@ -226,8 +235,8 @@ pub(crate) async fn wait(
 
 /// The waiting loop: subscribe, attempt, sleep until a release message that concerns
 /// this waiter or the deadline the attempt returned, again.
-async fn wait_loop(
-    lock: &RawLock,
+async fn wait_loop<L: Seam>(
+    lock: &L,
     owner: Arc<str>,
     ask: Ask,
     timeout: Option<Duration>,
@@ -260,14 +269,13 @@ async fn wait_loop(
             })
         };
     }
-    let mut sub: Option<Subscription> = None;
+    let mut sub: Option<L::Wakes> = None;
     let refresh = lock.config().lease / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
     loop {
         if sub.is_none() {
-            if let Some(n) = lock.notifier() {
-                let join = n.join(lock.channel(), lock.slot());
+            if let Some(join) = lock.join() {
                 let Some(joined) = within(attempt_deadline, join).await else {
                     give_up!();
                 };
@@ -363,7 +371,7 @@ async fn wait_loop(
 
 /// Gives back in the background what a grant that does not count left (a grant the
 /// replicas did not confirm), so that the caller's error comes without delay.
-fn undo(lock: &RawLock, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
+fn undo<L: Seam>(lock: &L, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
     let (raw, owner) = (lock.clone(), owner.clone());
     lock.spawn(async move {
         let _ = abandon(&raw, &owner, id, write, from).await;
@@ -374,8 +382,8 @@ fn undo(lock: &RawLock, owner: &Arc<str>, id: u64, write: bool, from: Option<u64
 /// or its pending upgrade, and a hold handed over meanwhile (for an upgrade from `from`,
 /// such a write hold turns back into the upgradable hold); for a reader, the hold a
 /// grant whose reply was lost made.
-async fn abandon(
-    lock: &RawLock,
+async fn abandon<L: Seam>(
+    lock: &L,
     owner: &str,
     id: u64,
     write: bool,
@@ -397,8 +405,8 @@ async fn abandon(
 /// so a grant that lands for a caller who is gone is released at once (and a queued
 /// writer leaves the queue); a grant returned here is made a `Hold` by the caller with no
 /// await in between, and that hold releases itself when dropped.
-async fn attempt(
-    lock: &RawLock,
+async fn attempt<L: Seam>(
+    lock: &L,
     owner: &Arc<str>,
     ask: Ask,
     id: u64,
@@ -454,20 +462,5 @@ async fn within<T>(
     match deadline {
         None => Some(fut.await),
         Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upgrades_wait_as_writers_do() {
-        assert!(Ask::Hold(Mode::Write).writes());
-        assert!(Ask::Upgrade { from: 1 }.writes());
-        assert!(!Ask::Hold(Mode::Read).writes());
-        assert!(!Ask::Hold(Mode::Upgradable).writes());
-        assert_eq!(Ask::Upgrade { from: 1 }.mode(), Mode::Write);
-        assert_eq!(Ask::Hold(Mode::Upgradable).mode(), Mode::Upgradable);
     }
 }

@@ -1,0 +1,143 @@
+//! The seam under the waiting policy: what it needs of a lock, and the lock's answer.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cluster::notify::{Subscription, Wake};
+use crate::config::LockConfig;
+use crate::error::Result;
+use crate::mode::Mode;
+use crate::raw::RawLock;
+use crate::scripts::{Attempt, Intent};
+
+/// What the waiting policy needs of a lock: its calls, its release messages, its
+/// settings. [`RawLock`] is the lock; the unit tests below put a fake under the policy,
+/// as `lock_api`'s `RawRwLock` makes guards testable, to test its decisions without a
+/// server.
+pub(crate) trait Seam: Clone + Send + Sync + 'static {
+    /// The release messages of the lock, once subscribed.
+    type Wakes: Wakes;
+    /// The lock's name (for metrics and traces).
+    fn name(&self) -> &str;
+    /// The client's settings.
+    fn config(&self) -> &LockConfig;
+    /// A hold id never used before by this client.
+    fn next_hold_id(&self) -> u64;
+    /// How long a release is followed through failovers.
+    fn release_budget(&self) -> Duration;
+    /// Subscribes to the lock's release messages: `None` when notifications are off.
+    fn join(&self) -> Option<impl Future<Output = Self::Wakes> + Send + '_>;
+    /// One attempt at hold `id` of `mode` (see [`RawLock::acquire`]).
+    fn acquire<'a>(
+        &'a self,
+        owner: &'a str,
+        mode: Mode,
+        id: u64,
+        intent: Intent,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a;
+    /// One attempt to upgrade (see [`RawLock::upgrade`]).
+    fn upgrade<'a>(
+        &'a self,
+        owner: &'a str,
+        from: u64,
+        to: u64,
+        wait: bool,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a;
+    /// Out of the queue or pending (see [`RawLock::withdraw`]).
+    fn withdraw<'a>(
+        &'a self,
+        owner: &'a str,
+        id: u64,
+        from: Option<u64>,
+    ) -> impl Future<Output = Result<()>> + Send + 'a;
+    /// Gives hold `id` back (see [`RawLock::release`]).
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        id: u64,
+        fence: u64,
+        budget: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a;
+    /// Runs `task` in the background.
+    fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F);
+}
+
+/// A lock's release messages, as a waiter reads them.
+pub(crate) trait Wakes: Send {
+    /// Whether messages still arrive (the subscription is up).
+    fn is_live(&self) -> bool;
+    /// The next message.
+    fn next(&mut self) -> impl Future<Output = Wake> + Send + '_;
+}
+
+impl Wakes for Subscription {
+    fn is_live(&self) -> bool {
+        Subscription::is_live(self)
+    }
+    fn next(&mut self) -> impl Future<Output = Wake> + Send + '_ {
+        Subscription::next(self)
+    }
+}
+
+impl Seam for RawLock {
+    type Wakes = Subscription;
+    fn name(&self) -> &str {
+        RawLock::name(self)
+    }
+    fn config(&self) -> &LockConfig {
+        RawLock::config(self)
+    }
+    fn next_hold_id(&self) -> u64 {
+        RawLock::next_hold_id(self)
+    }
+    fn release_budget(&self) -> Duration {
+        RawLock::release_budget(self)
+    }
+    fn join(&self) -> Option<impl Future<Output = Subscription> + Send + '_> {
+        self.notifier().map(|n| n.join(self.channel(), self.slot()))
+    }
+    fn acquire<'a>(
+        &'a self,
+        owner: &'a str,
+        mode: Mode,
+        id: u64,
+        intent: Intent,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+        RawLock::acquire(self, owner, mode, id, intent, deadline)
+    }
+    fn upgrade<'a>(
+        &'a self,
+        owner: &'a str,
+        from: u64,
+        to: u64,
+        wait: bool,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+        RawLock::upgrade(self, owner, from, to, wait, deadline)
+    }
+    fn withdraw<'a>(
+        &'a self,
+        owner: &'a str,
+        id: u64,
+        from: Option<u64>,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        RawLock::withdraw(self, owner, id, from)
+    }
+    fn release<'a>(
+        &'a self,
+        owner: &'a str,
+        id: u64,
+        fence: u64,
+        budget: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        RawLock::release(self, owner, id, fence, budget)
+    }
+    fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
+        RawLock::spawn(self, task)
+    }
+}

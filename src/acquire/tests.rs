@@ -1,0 +1,398 @@
+//! The waiting policy's decisions, tested without a server: a fake lock under the seam
+//! answers each attempt as the test says, logs every call, and delivers the release
+//! messages the test sends. Time is tokio's paused clock, so waits are exact.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+
+use std::future::Future;
+
+use crate::config::LockConfig;
+
+use super::*;
+
+/// A call the policy made on the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    Acquire { id: u64, intent: Intent },
+    Upgrade { from: u64, to: u64 },
+    Withdraw { id: u64, from: Option<u64> },
+    Release { id: u64 },
+}
+
+struct State {
+    config: LockConfig,
+    ids: AtomicU64,
+    /// The answers to the next attempts, each after its delay; then busy for a minute.
+    answers: Mutex<VecDeque<(Duration, Result<Attempt>)>>,
+    calls: Mutex<Vec<Call>>,
+    /// Release messages, when notifications are on.
+    wakes: Option<broadcast::Sender<Wake>>,
+}
+
+#[derive(Clone)]
+struct Fake(Arc<State>);
+
+impl Fake {
+    fn new(notifications: bool, answers: Vec<(Duration, Result<Attempt>)>) -> Fake {
+        Fake(Arc::new(State {
+            config: LockConfig::cluster(["redis://127.0.0.1:1"]),
+            ids: AtomicU64::new(1),
+            answers: Mutex::new(answers.into()),
+            calls: Mutex::new(Vec::new()),
+            wakes: notifications.then(|| broadcast::channel(16).0),
+        }))
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.0.calls.lock().unwrap().clone()
+    }
+
+    fn log(&self, call: Call) {
+        self.0.calls.lock().unwrap().push(call);
+    }
+
+    fn send(&self, wake: Wake) {
+        let _ = self.0.wakes.as_ref().expect("notifications on").send(wake);
+    }
+
+    async fn answer(&self) -> Result<Attempt> {
+        let next = self.0.answers.lock().unwrap().pop_front();
+        let (delay, answer) =
+            next.unwrap_or((Duration::ZERO, Ok(Attempt::Busy { wait_ms: 60_000 })));
+        tokio::time::sleep(delay).await;
+        answer
+    }
+}
+
+struct FakeWakes(broadcast::Receiver<Wake>);
+
+impl Wakes for FakeWakes {
+    fn is_live(&self) -> bool {
+        true
+    }
+    fn next(&mut self) -> impl Future<Output = Wake> + Send + '_ {
+        async move { self.0.recv().await.unwrap_or(Wake::Anyone) }
+    }
+}
+
+impl Seam for Fake {
+    type Wakes = FakeWakes;
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn config(&self) -> &LockConfig {
+        &self.0.config
+    }
+    fn next_hold_id(&self) -> u64 {
+        self.0.ids.fetch_add(1, Ordering::Relaxed)
+    }
+    fn release_budget(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn join(&self) -> Option<impl Future<Output = FakeWakes> + Send + '_> {
+        let rx = self.0.wakes.as_ref().map(|tx| tx.subscribe());
+        rx.map(|rx| async move { FakeWakes(rx) })
+    }
+    fn acquire<'a>(
+        &'a self,
+        _owner: &'a str,
+        _mode: Mode,
+        id: u64,
+        intent: Intent,
+        _deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+        self.log(Call::Acquire { id, intent });
+        self.answer()
+    }
+    fn upgrade<'a>(
+        &'a self,
+        _owner: &'a str,
+        from: u64,
+        to: u64,
+        _wait: bool,
+        _deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+        self.log(Call::Upgrade { from, to });
+        self.answer()
+    }
+    fn withdraw<'a>(
+        &'a self,
+        _owner: &'a str,
+        id: u64,
+        from: Option<u64>,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        self.log(Call::Withdraw { id, from });
+        async { Ok(()) }
+    }
+    fn release<'a>(
+        &'a self,
+        _owner: &'a str,
+        id: u64,
+        _fence: u64,
+        _budget: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        self.log(Call::Release { id });
+        async { Ok(true) }
+    }
+    fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
+        tokio::spawn(task);
+    }
+}
+
+const OWNER: &str = "me@host/1";
+
+fn granted(fence: u64) -> (Duration, Result<Attempt>) {
+    (Duration::ZERO, Ok(Attempt::Granted { fence }))
+}
+
+fn busy(wait_ms: u64) -> (Duration, Result<Attempt>) {
+    (Duration::ZERO, Ok(Attempt::Busy { wait_ms }))
+}
+
+fn unavailable() -> (Duration, Result<Attempt>) {
+    (
+        Duration::ZERO,
+        Err(Error::Unavailable("x:1 did not answer".into())),
+    )
+}
+
+/// Lets spawned tasks (the clean-ups) run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[test]
+fn upgrades_wait_as_writers_do() {
+    assert!(Ask::Hold(Mode::Write).writes());
+    assert!(Ask::Upgrade { from: 1 }.writes());
+    assert!(!Ask::Hold(Mode::Read).writes());
+    assert!(!Ask::Hold(Mode::Upgradable).writes());
+    assert_eq!(Ask::Upgrade { from: 1 }.mode(), Mode::Write);
+    assert_eq!(Ask::Hold(Mode::Upgradable).mode(), Mode::Upgradable);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_is_retried_after_the_backoff_while_time_is_left() {
+    let lock = Fake::new(true, vec![unavailable(), granted(7)]);
+    let began = Instant::now();
+    let timeout = Some(Duration::from_secs(5));
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), timeout).await;
+    let g = g.expect("granted on the second attempt");
+    assert_eq!(g.fence, 7);
+    assert_eq!(began.elapsed(), ERROR_BACKOFF);
+    // the same hold id: the first attempt may have been granted, and its retry finds it
+    let calls = lock.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0], calls[1]);
+    assert_eq!(g.id, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_deadline_an_error_ends_the_wait_and_is_cleaned_up() {
+    let lock = Fake::new(true, vec![unavailable()]);
+    let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    settle().await;
+    // the attempt may have queued the writer: it leaves the queue
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unconfirmed_grant_is_undone_and_retried_under_a_new_id() {
+    let not_replicated = Err(Error::NotReplicated {
+        wanted: 1,
+        acked: 0,
+    });
+    let lock = Fake::new(true, vec![(Duration::ZERO, not_replicated), granted(9)]);
+    let timeout = Some(Duration::from_secs(5));
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Read), timeout).await;
+    let g = g.expect("granted on the second attempt");
+    settle().await;
+    let calls = lock.calls();
+    // the undo of the first grant runs in the background: the retry must not share its
+    // id, or the undo could take back the second grant
+    assert!(calls.contains(&Call::Release { id: 1 }), "{calls:?}");
+    assert_eq!(g.id, 2);
+    assert!(calls.contains(&Call::Acquire {
+        id: 2,
+        intent: Intent::Wait
+    }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
+    let lock = Fake::new(true, vec![busy(20_000), granted(11)]);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let began = Instant::now();
+            let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+            (g, began.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // a message for readers: the writer sleeps on
+    lock.send(Wake::Readers);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(lock.calls().len(), 1);
+    // a hand-off to another writer: not this one's either
+    lock.send(Wake::Granted {
+        owner: "other".into(),
+        id: 1,
+        fence: 10,
+    });
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(lock.calls().len(), 1);
+    lock.send(Wake::Granted {
+        owner: OWNER.into(),
+        id: 1,
+        fence: 11,
+    });
+    let (g, waited) = waiter.await.unwrap();
+    // the message only woke it: the grant is its own attempt's, under the same id
+    assert_eq!(g.expect("handed over").fence, 11);
+    assert_eq!(waited, Duration::from_millis(15));
+    assert_eq!(lock.calls().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_messages_a_waiter_looks_again_at_the_retry_interval() {
+    let lock = Fake::new(false, vec![busy(20_000), granted(3)]);
+    let began = Instant::now();
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Read), None).await;
+    assert_eq!(g.expect("granted").fence, 3);
+    assert_eq!(began.elapsed(), lock.config().retry_interval);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_comes_back_before_its_queue_entry_lapses() {
+    // told to wait longer than its queue entry lives (a lease), it attempts again at a
+    // third of the lease, which refreshes the entry
+    let lock = Fake::new(true, vec![busy(600_000), granted(5)]);
+    let began = Instant::now();
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+    assert_eq!(g.expect("granted").fence, 5);
+    assert_eq!(began.elapsed(), lock.config().lease / 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_gives_up_and_the_writer_leaves_the_queue() {
+    let lock = Fake::new(true, vec![]);
+    let began = Instant::now();
+    let timeout = Duration::from_millis(300);
+    let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), Some(timeout)).await;
+    assert!(matches!(r, Err(Error::Timeout(t)) if t == timeout), "{r:?}");
+    assert_eq!(began.elapsed(), timeout);
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_that_times_out_has_nothing_to_withdraw() {
+    let lock = Fake::new(true, vec![]);
+    let timeout = Some(Duration::from_millis(300));
+    let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Read), timeout).await;
+    assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    settle().await;
+    assert!(lock
+        .calls()
+        .iter()
+        .all(|c| matches!(c, Call::Acquire { .. })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upgrade_that_times_out_withdraws_before_it_returns() {
+    let lock = Fake::new(true, vec![]);
+    let timeout = Some(Duration::from_millis(300));
+    let r = wait(&lock, OWNER.into(), Ask::Upgrade { from: 40 }, timeout).await;
+    assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    // no settle(): the withdrawal that keeps the upgradable hold ran before the return
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw {
+            id: 1,
+            from: Some(40)
+        })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_wait_leaves_the_queue() {
+    let lock = Fake::new(true, vec![]);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_timeout_makes_one_full_attempt() {
+    // the attempt's round trip outlasts the timeout: its grant is not thrown away
+    let slow = (Duration::from_millis(50), Ok(Attempt::Granted { fence: 2 }));
+    let lock = Fake::new(true, vec![slow]);
+    let g = wait(
+        &lock,
+        OWNER.into(),
+        Ask::Hold(Mode::Write),
+        Some(Duration::ZERO),
+    )
+    .await;
+    assert_eq!(g.expect("granted").fence, 2);
+    // an attempt slower than FIRST_ATTEMPT is given up, and cleaned up
+    let slower = (FIRST_ATTEMPT * 2, Ok(Attempt::Granted { fence: 3 }));
+    let lock = Fake::new(true, vec![slower]);
+    let r = wait(
+        &lock,
+        OWNER.into(),
+        Ask::Hold(Mode::Write),
+        Some(Duration::ZERO),
+    )
+    .await;
+    assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_once_is_one_attempt_and_an_upgrade_deadlock_is_an_error() {
+    let lock = Fake::new(true, vec![busy(10)]);
+    let r = try_once(&lock, OWNER.into(), Ask::Hold(Mode::Write)).await;
+    assert!(matches!(r, Ok(None)), "{r:?}");
+    assert_eq!(
+        lock.calls(),
+        vec![Call::Acquire {
+            id: 1,
+            intent: Intent::Try
+        }]
+    );
+    let lock = Fake::new(true, vec![(Duration::ZERO, Ok(Attempt::UpgradeDeadlock))]);
+    let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+    assert!(matches!(r, Err(Error::UpgradeDeadlock)), "{r:?}");
+    let lock = Fake::new(true, vec![granted(4)]);
+    let r = try_once(&lock, OWNER.into(), Ask::Upgrade { from: 8 }).await;
+    assert_eq!(r.expect("granted").map(|g| g.mode), Some(Mode::Write));
+    assert_eq!(lock.calls(), vec![Call::Upgrade { from: 8, to: 1 }]);
+}
