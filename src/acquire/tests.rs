@@ -74,8 +74,8 @@ impl Wakes for FakeWakes {
     fn is_live(&self) -> bool {
         true
     }
-    fn next(&mut self) -> impl Future<Output = Wake> + Send + '_ {
-        async move { self.0.recv().await.unwrap_or(Wake::Anyone) }
+    async fn next(&mut self) -> Wake {
+        self.0.recv().await.unwrap_or(Wake::Anyone)
     }
 }
 
