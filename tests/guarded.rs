@@ -1,13 +1,17 @@
 //! Guarded commands: writes to keys of the lock's slot that land only while the hold is
 //! on the server. A hold broken by `force_release`, or whose lease ran out by the
-//! server's clock, writes nothing; a key of another slot, a write under a read hold and a
-//! command that may not run are refused before anything is sent.
+//! server's clock, or that a failover lost, writes nothing; a key of another slot, a
+//! write under a read hold and a command that may not run are refused before anything is
+//! sent.
 
 mod common;
 
 use cluster_rwlock::guarded::Reply;
-use cluster_rwlock::{Error, LockClient, Mode};
-use common::{client, cluster, prefix};
+use std::time::Duration;
+
+use cluster_rwlock::{Durability, Error, LockClient, Mode};
+use cluster_rwlock_testkit::TestCluster;
+use common::{client, client_with, cluster, prefix};
 use fred::prelude::*;
 
 /// A hashtag no other test uses: the lock `order:{tag}` and its data share its slot.
@@ -142,6 +146,47 @@ async fn a_hold_whose_lease_ran_out_by_the_servers_clock_writes_nothing() {
     let e = w.guarded().set(&status, "late").run().await.unwrap_err();
     assert!(matches!(e, Error::LockLost), "{e}");
     assert_eq!(value(&client, &status).await, None);
+    drop(w);
+    client.close().await;
+}
+
+/// A grant that never reached the replica (unconfirmed: `MasterOnly`, with the master's
+/// replication stream cut) is lost when the replica is promoted; the holder may still
+/// believe it (its next renewal tells it), but a guarded write checks the hold on the
+/// node that serves the slot NOW, and writes nothing there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_a_failover_lost_writes_nothing() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("guarded-failover");
+    let client = client_with(&cluster, |c| {
+        c.prefix(&p)
+            .durability(Durability::MasterOnly)
+            .lease(Duration::from_secs(30))
+    })
+    .await;
+    let t = tag();
+    let lock = client.rwlock(&format!("order:{{{t}}}")).unwrap();
+    let status = format!("order:{{{t}}}:status");
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    let w = lock.write().await.unwrap();
+    cluster.kill(master.index).await.unwrap();
+    cluster
+        .wait_for_failover(Duration::from_secs(30))
+        .await
+        .expect("failover");
+    let promoted = cluster.master_for_slot(lock.slot()).await.unwrap();
+    assert_ne!(promoted.index, master.index);
+    // the client learns the new master (a read the lock follows through the failover)
+    let state = lock.state().await.expect("state after the failover");
+    assert!(state.holders.is_empty(), "the grant reached the replica: {state:?}");
+    let e = w.guarded().set(&status, "late").run().await.unwrap_err();
+    assert!(matches!(e, Error::LockLost), "{e}");
+    assert_eq!(value(&client, &status).await, None);
+    cluster.restore_replication(master.index).await.unwrap();
     drop(w);
     client.close().await;
 }
