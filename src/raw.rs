@@ -4,13 +4,17 @@
 //! or cleans up: that is the policy above it.
 //!
 //! ```text
-//!   RwLock, guards          the safe API: holds as RAII values          (lock/)
+//!   RwLock, guards          the safe API: holds as RAII values; each     (lock/)
+//!        |                  guard method is one call on Hold and a wrap
+//!   Hold                    one granted hold: renewed, released, up-     (hold.rs)
+//!        |                  and downgraded; the only caller of the policy
+//!   acquire                 the waiting policy: attempts, messages,      (acquire/)
+//!        |                  hand-offs, clean-up; over a Seam (RawLock, or
+//!        |                  the unit tests' fake); lease book, renewals  (lease.rs, renewal.rs)
+//!   RawLock                 one call per script: route, script, reply    (raw.rs)
 //!        |
-//!   acquire, Hold           waiting, hand-offs, confirmation, clean-up  (acquire.rs, hold.rs)
-//!        |                  and the renewal book and task               (lease.rs, renewal.rs)
-//!   RawLock                 one call per script: route, script, reply   (raw.rs)
-//!        |
-//!   Scripts, Router         the Lua scripts and typed replies; routing  (scripts/, cluster/)
+//!   Scripts                 the calls and the one transport of scripts   (scripts/)
+//!   Router, Lane            routing; one pipeline and one WAIT per batch (cluster/)
 //! ```
 
 use std::sync::Arc;
