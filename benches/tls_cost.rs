@@ -9,11 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster_rwlock::{LockClient, LockConfig};
-
-#[path = "../tests/common/native_cluster.rs"]
-mod native_cluster;
-
-use native_cluster::{NativeCluster, PASSWORD};
+use cluster_rwlock_testkit::native_cluster::{NativeCluster, PASSWORD};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -182,7 +182,10 @@ async fn a_grant_that_a_failover_lost_writes_nothing() {
     assert_ne!(promoted.index, master.index);
     // the client learns the new master (a read the lock follows through the failover)
     let state = lock.state().await.expect("state after the failover");
-    assert!(state.holders.is_empty(), "the grant reached the replica: {state:?}");
+    assert!(
+        state.holders.is_empty(),
+        "the grant reached the replica: {state:?}"
+    );
     let e = w.guarded().set(&status, "late").run().await.unwrap_err();
     assert!(matches!(e, Error::LockLost), "{e}");
     assert_eq!(value(&client, &status).await, None);

@@ -10,12 +10,9 @@ use std::time::{Duration, Instant};
 
 use cluster_rwlock::fred::interfaces::ClientLike;
 use cluster_rwlock::{Error, LockClient, LockConfig, RwLock};
+use cluster_rwlock_testkit::native_cluster::{NativeCluster, PASSWORD};
 
 mod common;
-#[path = "common/native_cluster.rs"]
-mod native_cluster;
-
-use native_cluster::{NativeCluster, PASSWORD};
 
 /// `theirs` waits to write while `lock` is held for write; the release hands it the lock
 /// (by release message) with a higher fence.

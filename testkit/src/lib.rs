@@ -66,6 +66,12 @@
 //! `docker ps -a --filter label=io.cluster-rwlock.testbed`
 //! shows any that are left, and `iptables -S | grep cluster-rwlock-` any rules.
 //!
+//! # Helpers
+//! [`helpers`] has what tests of a lock on the test bed share (the shared cluster, a key
+//! prefix of a test's own, a check that no hold is left); [`native_cluster`] starts a
+//! cluster of local `redis-server` processes with a CA of its own, for TLS tests that need
+//! client certificates, and benchmarks that compare a plain and a TLS cluster.
+//!
 //! # Example
 //! ```no_run
 //! # async fn demo() -> Result<(), cluster_rwlock_testkit::TestkitError> {
@@ -87,10 +93,12 @@ mod engine; // the Docker endpoint the user configured (a leaf)
 mod error; // TestkitError, Backend
 mod faults; // kill, pause, restart, move_slot, logs
 mod form; // start, shared, external clusters, forming the cluster
+pub mod helpers; // the shared cluster, a test's prefix, no hold left, the app's ACL rule
 mod isolate; // a node cut off from the other nodes only (iptables)
 mod launch; // starting the six nodes
 mod migration; // slot migrations: started, keys moved, finished or rolled back
 mod native; // node processes of the native backend
+pub mod native_cluster; // a cluster of local processes with its own CA, for TLS tests
 mod node; // NodeInfo, what runs a node, its logs, its removal
 mod partition; // partition, heal (iptables)
 mod ports; // the block of ports a cluster runs on

@@ -1,31 +1,16 @@
-//! Helpers shared by the lock tests.
+//! Helpers shared by the lock tests: those that need the lock (the rest, re-exported here,
+//! are the test bed's [`helpers`](cluster_rwlock_testkit::helpers)).
 #![allow(dead_code)]
 
 pub mod hung;
 
-use std::time::Duration;
-
 use cluster_rwlock::{LockClient, LockConfig, RwLock};
+// (each test uses some of them)
+#[allow(unused_imports)]
+pub use cluster_rwlock_testkit::helpers::{
+    app_acl_rule, assert_no_keys, client_port, cluster, prefix,
+};
 use cluster_rwlock_testkit::{NodeInfo, TestCluster};
-
-pub async fn cluster() -> &'static TestCluster {
-    TestCluster::shared().await.expect("test cluster")
-}
-
-/// README's least-privilege ACL rule for the lock's application user, for the key
-/// prefix `prefix` (the rules after `ACL SETUSER <user> on ><password>`).
-pub fn app_acl_rule(prefix: &str) -> String {
-    "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit"
-        .replace("<prefix>", prefix)
-}
-
-/// A prefix no other test uses.
-pub fn prefix(test: &str) -> String {
-    format!(
-        "t-{test}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    )
-}
 
 /// A config seeded with every node (over TLS, with the cluster's CA, on a TLS cluster:
 /// `CLUSTER_TLS=1`).
@@ -46,11 +31,6 @@ pub fn with_tls(cluster: &TestCluster, config: LockConfig) -> LockConfig {
     }
 }
 
-/// The port a client reaches `node` on: its TLS port on a TLS cluster.
-pub fn client_port(node: &NodeInfo) -> u16 {
-    node.tls_port.unwrap_or(node.port)
-}
-
 pub async fn client_with(
     cluster: &TestCluster,
     tune: impl FnOnce(LockConfig) -> LockConfig,
@@ -62,21 +42,6 @@ pub async fn client_with(
 
 pub async fn client(cluster: &TestCluster, prefix: &str) -> LockClient {
     client_with(cluster, |c| c.prefix(prefix)).await
-}
-
-/// Waits (up to 3 s, for background releases) until no key with `prefix` records a hold
-/// (a free lock's tombstone, its summary alone, stays a minute to remember its fence).
-pub async fn assert_no_keys(cluster: &TestCluster, prefix: &str) {
-    let pattern = format!("{prefix}:*");
-    let mut left = Vec::new();
-    for _ in 0..60 {
-        left = cluster.held_keys_matching(&pattern).await.expect("KEYS");
-        if left.is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("keys left with prefix {prefix}: {left:?}");
 }
 
 /// `n` locks of `client` named `<tag><i>` whose slot is served by `master`.

@@ -1,8 +1,25 @@
 //! A six-node cluster (3 masters, 3 replicas) of local `redis-server` processes, with or
 //! without TLS (`tls-cluster yes`, `tls-replication yes`, a CA and node certificates made
 //! by `openssl`) and a password: for the TLS tests and the TLS cost benchmark, which
-//! need what the test bed's images do not have (certificates).
-#![allow(dead_code)]
+//! need what the test bed's images do not have (a client certificate for mutual TLS, a
+//! plain and a TLS cluster side by side).
+//!
+//! Apart from [`TestCluster`](crate::TestCluster): no Docker, no faults but
+//! [`kill`](NativeCluster::kill), and nothing left once the [`NativeCluster`] is dropped
+//! (its processes killed, its files removed). Debian's `redis-server`, `redis-tools` and
+//! `openssl` are installed when one of them is missing.
+//! Its functions panic when something fails: they are for tests.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use cluster_rwlock_testkit::native_cluster::{NativeCluster, PASSWORD};
+//!
+//! let cluster = NativeCluster::start(true).await;
+//! let url = cluster.url("rediss", PASSWORD);
+//! let ca_pem = cluster.ca();
+//! # let _ = (url, ca_pem);
+//! # }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,12 +27,14 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
+/// The password of every node (`requirepass`, `masterauth`).
 pub const PASSWORD: &str = "tls-s3cret-pw";
 
 /// Six nodes, killed (and their files removed) when dropped.
 pub struct NativeCluster {
     tls: bool,
     dir: PathBuf,
+    /// The nodes' ports (their TLS ports on a TLS cluster), in start order.
     pub ports: Vec<u16>,
     nodes: Vec<Option<Child>>,
 }
@@ -29,6 +48,7 @@ impl Drop for NativeCluster {
     }
 }
 
+/// Runs `cmd`, which must succeed: its standard output.
 fn run(cmd: &mut std::process::Command) -> String {
     let out = cmd.output().expect("runs");
     assert!(
@@ -165,6 +185,7 @@ fn free_ports() -> Vec<u16> {
     panic!("no free block of ports");
 }
 
+/// `redis-cli` to the node on `port`, over TLS when `tls`, with the password.
 fn cli(dir: &Path, port: u16, tls: bool) -> std::process::Command {
     let mut cmd = std::process::Command::new("redis-cli");
     cmd.current_dir(dir);
@@ -323,10 +344,13 @@ impl NativeCluster {
         )
     }
 
+    /// The CA's certificate (PEM), which signed the nodes' and the client's.
     pub fn ca(&self) -> Vec<u8> {
         std::fs::read(self.dir.join("ca.pem")).unwrap()
     }
 
+    /// `<scheme>://:<password>@127.0.0.1:<port>` of the first node (`scheme`: `redis` or
+    /// `rediss`).
     pub fn url(&self, scheme: &str, password: &str) -> String {
         format!("{scheme}://:{password}@127.0.0.1:{}", self.ports[0])
     }
@@ -359,6 +383,7 @@ impl NativeCluster {
         panic!("no node told the master of slot {slot}");
     }
 
+    /// Kills the node on `port` (SIGKILL); its files stay until the cluster is dropped.
     pub fn kill(&mut self, port: u16) {
         let i = self.ports.iter().position(|&p| p == port).unwrap();
         if let Some(mut node) = self.nodes[i].take() {

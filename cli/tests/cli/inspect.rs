@@ -1,0 +1,208 @@
+//! Looking at locks and breaking them: `inspect` (and `--json`) and `list` show the
+//! holders on every master; `break` says what it would remove, then removes it.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::common::{client, client_with, cluster, locks_on, prefix};
+use crate::{cli, output, text};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_list_show_the_holders_on_every_master() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-look");
+    let client = client(cluster, &prefix).await;
+    let held = client.rwlock("inspected").unwrap().with_owner("job-17");
+    let w = held.write().await.unwrap();
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "inspected", "--json"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let j: Json = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
+    assert_eq!(j["mode"], "write");
+    assert_eq!(j["fence"].as_u64(), Some(w.fence()));
+    assert_eq!(j["slot"].as_u64(), Some(u64::from(held.slot())));
+    assert_eq!(j["holders"][0]["owner"], "job-17");
+    assert_eq!(j["holders"][0]["write"], 1);
+    assert!(j["holders"][0]["lease_left_ms"].as_u64().unwrap() > 0);
+    assert!(j["master"].is_string());
+
+    // how long it has been held, by the server's clock, and the fence as a time
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "inspected", "--json"]);
+    let j: Json = serde_json::from_slice(&output(cmd).await.stdout).expect("JSON");
+    let held_for = j["holders"][0]["held_for_ms"]
+        .as_u64()
+        .expect("held_for_ms");
+    assert!((1_000..30_000).contains(&held_for), "{j}");
+    assert!(
+        j["fence_time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{j}"
+    );
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "inspected"]);
+    let shown = text(&output(cmd).await.stdout);
+    assert!(shown.contains("(granted 20"), "{shown}");
+    assert!(
+        shown.contains("  held 1.") || shown.contains("  held 2."),
+        "{shown}"
+    );
+    assert!(shown.contains("lease left "), "{shown}");
+
+    // one read lock on each master
+    let mut names = HashSet::new();
+    let mut guards = Vec::new();
+    for slot in [0, 8000, 16000] {
+        let master = cluster.master_for_slot(slot).await.unwrap();
+        let lock = locks_on(cluster, &client, &master, 1, "spread-")
+            .await
+            .remove(0);
+        names.insert(lock.name().to_string());
+        guards.push(lock.read().await.unwrap());
+    }
+    assert_eq!(names.len(), 3);
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["list", "spread-*", "--json"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let listed: Json = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    let listed = listed.as_array().unwrap();
+    let found: HashSet<String> = listed
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(found, names, "the pattern keeps out `inspected`");
+    let masters: HashSet<&str> = listed
+        .iter()
+        .map(|l| l["master"].as_str().unwrap())
+        .collect();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+    assert!(listed.iter().all(|l| l["mode"] == "read"));
+
+    // the plain listing: one line per lock
+    let mut cmd = cli(cluster, &prefix);
+    cmd.arg("list");
+    let out = output(cmd).await;
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        4,
+        "{}",
+        text(&out.stdout)
+    );
+
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "4 lock(s) matching '*' under prefix '{prefix}': 4 held, 0 free"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // nothing under another prefix: said plainly, with the prefix looked under
+    let mut cmd = cli(cluster, &format!("{prefix}-none"));
+    cmd.arg("list");
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "no locks matching '*' under prefix '{prefix}-none'"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    // a lock nobody holds: free, and why there is no fence
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "never-taken"]);
+    let out = output(cmd).await;
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("mode     free (nobody holds it now)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("fence    - (no grant in the last minute"),
+        "{shown}"
+    );
+
+    // the holder's readable client name, in the JSON and the text
+    let named = client_with(cluster, |c| {
+        c.prefix(&prefix).client_name("publisher@host-a").unwrap()
+    })
+    .await;
+    let r = named.rwlock("named").unwrap().read().await.unwrap();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "named", "--json"]);
+    let out = output(cmd).await;
+    let j: Json = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
+    assert_eq!(j["holders"][0]["client"], "publisher@host-a", "{j}");
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["list", "named"]);
+    let out = output(cmd).await;
+    assert!(
+        text(&out.stdout).contains("1 holder(s) (publisher@host-a)"),
+        "{}",
+        text(&out.stdout)
+    );
+    r.release().await.unwrap();
+    named.close().await;
+
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    w.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_says_what_it_would_remove_then_removes_it() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-break");
+    let client = client(cluster, &prefix).await;
+    let stuck = client.rwlock("stuck").unwrap().with_owner("job-17");
+    let held = stuck.write().await.unwrap();
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "stuck"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("would remove 1 hold(s) of 1 owner(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("job-17"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        stuck.state().await.unwrap().holders.len(),
+        1,
+        "a dry run removes nothing"
+    );
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "stuck", "--owner", "job-17", "--yes"]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("broke stuck: 1 hold(s) removed"),
+        "{}",
+        text(&out.stdout)
+    );
+    let other = client.rwlock("stuck").unwrap();
+    let w = other
+        .try_write()
+        .await
+        .unwrap()
+        .expect("free after the break");
+    assert!(w.fence() > held.fence());
+    w.release().await.unwrap();
+    assert!(held.release().await.is_err(), "the broken hold is gone");
+    client.close().await;
+}

@@ -1,0 +1,227 @@
+//! `run` and `exec`: what `run` hands to its command and its exit codes, mutual exclusion
+//! between two processes, a lost lease that terminates the command, and `exec`'s guarded
+//! commands.
+
+use std::time::{Duration, Instant};
+
+use fred::interfaces::KeysInterface;
+use tokio::process::Command;
+
+use crate::common::{client, cluster, prefix};
+use crate::{cli, output, text, BIN};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_hands_the_fence_to_the_command_and_returns_its_status() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-run");
+    let dir = std::env::temp_dir().join(format!("{prefix}-env"));
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "--write", "job:{7}", "--", "sh", "-c"]).arg(format!(
+        "echo \"$CLUSTER_RWLOCK_FENCE $CLUSTER_RWLOCK_KEY $CLUSTER_RWLOCK_NAME $CLUSTER_RWLOCK_MODE\" > {}; exit 7",
+        dir.display()
+    ));
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(7), "stderr: {}", text(&out.stderr));
+    let env = std::fs::read_to_string(&dir).expect("the command wrote its environment");
+    let _ = std::fs::remove_file(&dir);
+    let parts: Vec<&str> = env.split_whitespace().collect();
+    let fence: u64 = parts[0].parse().expect("a numeric fence");
+    assert!(fence > 0);
+    assert_eq!(
+        parts[1..],
+        [format!("{prefix}:job:{{7}}").as_str(), "job:{7}", "write"]
+    );
+
+    // the lock was released when the command ended: a library writer gets it at once,
+    // with a higher fence
+    let client = client(cluster, &prefix).await;
+    let w = client.rwlock("job:{7}").unwrap().try_write().await.unwrap();
+    let w = w.expect("released after the command");
+    assert!(w.fence() > fence);
+
+    // busy: --timeout 0 gives up at once with 75 and does not run the command
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "run",
+        "--read",
+        "job:{7}",
+        "--timeout",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(75), "stderr: {}", text(&out.stderr));
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "run",
+        "--write",
+        "job:{7}",
+        "--timeout",
+        "300ms",
+        "--",
+        "true",
+    ]);
+    let began = Instant::now();
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(75), "stderr: {}", text(&out.stderr));
+    assert!(began.elapsed() >= Duration::from_millis(300));
+    w.release().await.unwrap();
+
+    // a command that cannot be found: 127; the lock is not left held
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "--write", "job:{7}", "--", "/no/such/program"]);
+    assert_eq!(output(cmd).await.status.code(), Some(127));
+    let r = client.rwlock("job:{7}").unwrap().try_write().await.unwrap();
+    r.expect("free after a failed spawn")
+        .release()
+        .await
+        .unwrap();
+
+    // bad arguments: 64; Redis unreachable: 69
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["run", "job", "--", "true"]);
+    assert_eq!(output(cmd).await.status.code(), Some(64));
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--url", "redis://127.0.0.1:1", "inspect", "x"]);
+    assert_eq!(output(cmd).await.status.code(), Some(69));
+    // a password in the URL never shows, whatever fails
+    for url in [
+        "redis://app:cli-s3cret@127.0.0.1:1",
+        "http://app:cli-s3cret@127.0.0.1:1",
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--url", url, "inspect", "x"]);
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(69), "{url}");
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!shown.contains("cli-s3cret"), "{shown}");
+        assert!(shown.contains("127.0.0.1:1"), "names the node: {shown}");
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_never_overlap() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-excl");
+    let log = std::env::temp_dir().join(format!("{prefix}.log"));
+    // each command appends "<start ns> <end ns>" after holding for 200 ms
+    let script = format!(
+        "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"$s $e\" >> {}",
+        log.display()
+    );
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let mut cmd = cli(cluster, &prefix);
+            cmd.args([
+                "run",
+                "--write",
+                "shared-job",
+                "--timeout",
+                "30s",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(&script);
+            tokio::spawn(output(cmd))
+        })
+        .collect();
+    for run in runs {
+        let out = run.await.unwrap();
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    }
+    let written = std::fs::read_to_string(&log).expect("log");
+    let _ = std::fs::remove_file(&log);
+    let mut spans: Vec<(u128, u128)> = written
+        .lines()
+        .map(|l| {
+            let mut p = l.split_whitespace().map(|x| x.parse::<u128>().unwrap());
+            (p.next().unwrap(), p.next().unwrap())
+        })
+        .collect();
+    assert_eq!(spans.len(), 4, "{written}");
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "two commands overlapped: {pair:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_terminates_the_command_with_70() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-lost");
+    let client = client(cluster, &prefix).await;
+    let key = client.rwlock("lost").unwrap().key().to_string();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args([
+        "--lease", "1500ms", "run", "--write", "lost", "--grace", "300ms", "--", "sleep", "60",
+    ]);
+    let began = Instant::now();
+    let run = tokio::spawn(output(cmd));
+    // wait until it holds, then delete the hash behind its back
+    let lock = client.rwlock("lost").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lock.state().await.unwrap().holders.is_empty() {
+        assert!(Instant::now() < deadline, "the CLI never took the lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deleted = Instant::now();
+    let _: i64 = client.redis().del(&key).await.unwrap();
+    let out = run.await.unwrap();
+    assert_eq!(out.status.code(), Some(70), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("lost"), "{}", text(&out.stderr));
+    // told within a renewal interval or so, and the command was stopped (not 60 s)
+    assert!(
+        deleted.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        deleted.elapsed()
+    );
+    assert!(began.elapsed() < Duration::from_secs(30));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_guarded_commands_under_the_lock() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-exec");
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let (name, status, stock) = (
+        format!("orders:{{{tag}}}"),
+        format!("orders:{{{tag}}}:status"),
+        format!("stock:{{{tag}}}"),
+    );
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["exec", "--write", &name, "--"]).args([
+        "SET", &status, "paid", ";", "HINCRBY", &stock, "n", "-1", ";", "GET", &status,
+    ]);
+    let out = output(cmd).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "\"OK\"\n(integer) -1\n\"paid\"\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // the lock was released: a library writer gets it at once
+    let client = client(cluster, &prefix).await;
+    let w = client.rwlock(&name).unwrap().try_write().await.unwrap();
+    w.expect("released after exec").release().await.unwrap();
+
+    // a key of another slot, or a write under a read hold: refused, nothing written
+    let elsewhere = format!("orders:{{{tag}x}}:status");
+    for (mode, key) in [("--write", elsewhere.as_str()), ("--read", status.as_str())] {
+        let mut cmd = cli(cluster, &prefix);
+        cmd.args(["exec", mode, &name, "--", "SET", key, "refunded"]);
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(64), "{mode}: {}", text(&out.stderr));
+    }
+    let left: Option<String> = client.redis().get(&status).await.unwrap();
+    assert_eq!(left.as_deref(), Some("paid"));
+    let none: Option<String> = client.redis().get(&elsewhere).await.unwrap();
+    assert_eq!(none, None);
+    client.close().await;
+}

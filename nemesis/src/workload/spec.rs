@@ -1,0 +1,45 @@
+//! What the controller tells a worker: the cluster, the names, the resource, the
+//! configuration under test, how to play and when to stop (or die).
+
+use serde::{Deserialize, Serialize};
+
+/// What a worker is told by the controller (as JSON in `NEMESIS_WORKER`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// Worker number.
+    pub proc: u32,
+    /// Seed URLs of the cluster (`rediss://` on a TLS cluster).
+    pub seeds: Vec<String>,
+    /// The CA of a TLS cluster, in PEM.
+    pub ca_pem: Option<String>,
+    /// Key prefix of the run.
+    pub prefix: String,
+    /// Lock names.
+    pub names: Vec<String>,
+    /// Explicit owners shared by every worker.
+    pub shared_owners: Vec<String>,
+    /// The resource's address.
+    pub resource: String,
+    /// Lease, ms.
+    pub lease_ms: u64,
+    /// The configuration under test: `default`, `acks` (`replica_acks(1, 500 ms)`) or
+    /// `master-only` (`Durability::MasterOnly`).
+    pub durability: String,
+    /// Tasks.
+    pub tasks: u32,
+    /// Holds in 100 that last long: longer than a lease, or `long_hold_ms` (to 1.25 x).
+    pub long_holds_pct: u32,
+    /// How long the long holds last, when not longer than a lease.
+    pub long_hold_ms: Option<u64>,
+    /// Seed of this worker's randomness.
+    pub seed: u64,
+    /// `CLOCK_MONOTONIC` ns at which tasks stop starting new rounds.
+    pub until: u64,
+    /// `CLOCK_MONOTONIC` ns after which the worker kills itself (SIGKILL) while a write
+    /// of one of its tasks waits in a queue, if it is still a lease and 5 s before
+    /// `until`.
+    #[serde(default)]
+    pub kill_at: Option<u64>,
+    /// Where to write the history.
+    pub out: String,
+}

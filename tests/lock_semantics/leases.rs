@@ -1,0 +1,221 @@
+//! Leases and fences: fences only grow, the watchdog keeps a short lease alive, a lost
+//! hold is told (to the guard and to a spawned task), and `force_release` wakes a waiter,
+//! raises the fence and tells the holder.
+
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::Error;
+use fred::prelude::*;
+
+use crate::common::{assert_no_keys, client, client_with, cluster, prefix};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_strictly_increase_across_release_and_recreation() {
+    let cluster = cluster().await;
+    let p = prefix("fence");
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("res").unwrap();
+    let mut last = 0;
+    for i in 0..50 {
+        let g = if i % 3 == 0 {
+            lock.read().await.unwrap().fence()
+        } else {
+            let w = lock.write().await.unwrap();
+            let f = w.fence();
+            w.release().await.unwrap();
+            f
+        };
+        assert!(g > last, "fence {g} after {last}");
+        last = g;
+        if i % 3 == 0 {
+            // the read guard was dropped: its release runs in the background
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if i % 10 == 5 {
+            // the hash disappears and comes back
+            client.redis().del::<i64, _>(lock.key()).await.unwrap();
+        }
+    }
+    // another client (another connection) continues above
+    let other = client_with(cluster, |c| c.prefix(&p)).await;
+    let g = other.rwlock("res").unwrap().write().await.unwrap();
+    assert!(g.fence() > last);
+    g.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_short_lease_alive() {
+    let cluster = cluster().await;
+    let p = prefix("watchdog");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(2))).await;
+    let other = client.rwlock("res").unwrap();
+    let g = client.rwlock("res").unwrap().write().await.unwrap();
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(8) {
+        assert!(
+            other.try_write().await.unwrap().is_none(),
+            "still held at {:?}",
+            began.elapsed()
+        );
+        let holder = other.state().await.unwrap().holders[0].clone();
+        assert!(holder.lease_left <= Duration::from_secs(2));
+        // held since the grant, by the server's clock, across the renewals
+        let held = holder.held_for.as_secs_f64();
+        let since = began.elapsed().as_secs_f64();
+        assert!(
+            held >= since - 0.1 && held <= since + 1.0,
+            "{held} s, {since} s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(!g.is_lost());
+    assert!(client.stats().renewal_rounds >= 8, "{:?}", client.stats());
+    g.release().await.expect("still ours after 8 s");
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_lost_signal_tells_a_spawned_task() {
+    let cluster = cluster().await;
+    let p = prefix("lostsig");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let lock = client.rwlock("res").unwrap();
+    let g = lock.write().await.unwrap();
+    // a task of its own owns the signal (and a 'static lost() future) while the guard
+    // stays here
+    let signal = g.lost_signal();
+    let lost_future = g.lost();
+    let watcher = tokio::spawn(async move {
+        signal.lost().await;
+        Instant::now()
+    });
+    let second = tokio::spawn(lost_future);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!watcher.is_finished(), "told lost while held");
+    client.redis().del::<i64, _>(lock.key()).await.unwrap();
+    let deleted = Instant::now();
+    let told = tokio::time::timeout(Duration::from_secs(2), watcher)
+        .await
+        .expect("the task is told")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(1), second)
+        .await
+        .expect("the moved lost() future resolves too")
+        .unwrap();
+    assert!(told.duration_since(deleted) <= Duration::from_millis(500));
+    assert!(g.is_lost() && g.lost_signal().is_lost());
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_the_hash_is_deleted() {
+    let cluster = cluster().await;
+    let p = prefix("lost");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let lock = client.rwlock("res").unwrap();
+    let g = lock.write().await.unwrap();
+    let r = client.rwlock("other").unwrap().read().await.unwrap();
+    client.redis().del::<i64, _>(lock.key()).await.unwrap();
+    let deleted = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), g.lost())
+        .await
+        .expect("lost() resolves");
+    let told = deleted.elapsed();
+    assert!(g.is_lost());
+    assert!(
+        told <= Duration::from_millis(300 + 200),
+        "told after {told:?} (renewal every 300 ms)"
+    );
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    // an unrelated hold is untouched
+    assert!(!r.is_lost());
+    r.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it() {
+    let cluster = cluster().await;
+    let p = prefix("break");
+    // the stuck holder renews every 300 ms
+    let stuck = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_millis(900))).await;
+    let next = client(cluster, &p).await;
+    let operator = client(cluster, &p).await;
+    let w = stuck.rwlock("res").unwrap().write().await.unwrap();
+    // a fenced resource: it refuses fences below the highest it accepted
+    let mut highest = w.fence();
+    let waiter = {
+        let lock = next.rwlock("res").unwrap();
+        tokio::spawn(async move {
+            let g = lock.write().await.unwrap();
+            (Instant::now(), g)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+
+    let began = Instant::now();
+    let broken = operator.force_release("res", None).await.unwrap();
+    assert_eq!(broken.holds_removed, 1);
+    assert!(broken.fence.unwrap() > w.fence(), "the fence was raised");
+    let (granted, g) = waiter.await.unwrap();
+    let woke = granted.duration_since(began);
+    eprintln!("the waiter woke {woke:?} after force_release was called");
+    assert!(
+        woke < Duration::from_millis(100),
+        "the waiter woke after {woke:?}"
+    );
+    assert!(g.fence() > broken.fence.unwrap());
+    // the next holder writes; the broken holder's late write is refused by its fence
+    assert!(g.fence() >= highest);
+    highest = g.fence();
+    assert!(
+        w.fence() < highest,
+        "a late write under the old fence is refused"
+    );
+    // and the broken holder is told at its next renewal
+    tokio::time::timeout(Duration::from_secs(2), w.lost())
+        .await
+        .expect("told lost");
+    assert!(matches!(w.release().await, Err(Error::LockLost)));
+    g.release().await.unwrap();
+
+    // one owner's holds only
+    let job = stuck.rwlock("shared").unwrap().with_owner("job-17");
+    let r1 = job.read().await.unwrap();
+    let r2 = job.read().await.unwrap();
+    let other = next.rwlock("shared").unwrap().read().await.unwrap();
+    let broken = operator
+        .force_release("shared", Some("job-17"))
+        .await
+        .unwrap();
+    assert_eq!(broken.holds_removed, 2);
+    let s = next.rwlock("shared").unwrap().state().await.unwrap();
+    assert_eq!(s.holders.len(), 1);
+    assert_eq!(s.holders[0].owner, other.owner());
+    drop((r1, r2));
+    other.release().await.unwrap();
+    // nothing held: nothing to remove; bad input: typed errors
+    assert_eq!(
+        operator
+            .force_release("shared", None)
+            .await
+            .unwrap()
+            .holds_removed,
+        0
+    );
+    assert!(matches!(
+        operator.force_release("", None).await,
+        Err(Error::InvalidName(_))
+    ));
+    assert!(matches!(
+        operator.force_release("x", Some("a b")).await,
+        Err(Error::InvalidOwner(_))
+    ));
+    for c in [stuck, next, operator] {
+        c.close().await;
+    }
+    assert_no_keys(cluster, &p).await;
+}
