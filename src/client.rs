@@ -304,7 +304,7 @@ impl LockClient {
     /// lock keys (`<prefix>:...`) with it.
     ///
     /// ```no_run
-    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> Result<(), Box<dyn std::error::Error>> {
     /// use fred::prelude::*;
     /// let pong: String = client.redis().ping(None).await?;
     /// # Ok(()) }
