@@ -13,7 +13,7 @@ use crate::keys;
 use crate::lease::Keeper;
 use crate::lock::RwLock;
 use crate::scripts::{Counters, Scripts};
-use crate::shared::Inner;
+use crate::shared::Shared;
 
 /// A connection to Redis (a cluster or one node) that hands out locks.
 ///
@@ -34,7 +34,7 @@ use crate::shared::Inner;
 /// ```
 #[derive(Clone)]
 pub struct LockClient {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Shared>,
 }
 
 impl std::fmt::Debug for LockClient {
@@ -185,7 +185,7 @@ impl LockClient {
         ) >> 17;
         let keeper = Arc::new(Keeper::new(config.lease, config.get_clock_margin()));
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
-        let inner = Inner {
+        let inner = Shared {
             cluster,
             scripts,
             counters: Counters::default(),

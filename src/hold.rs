@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::acquire::{self, Ask, Granted};
+use crate::acquire::{self, Acquired, Ask};
 use crate::error::{Error, Result};
 use crate::lease::HoldState;
 use crate::mode::Mode;
@@ -106,14 +106,14 @@ impl Hold {
     /// A hold granted by `granted` (and confirmed as the configuration says): believed
     /// for a lease (less the clock margin) from the moment its call was sent; renewed
     /// from now on.
-    fn new(raw: RawLock, owner: Arc<str>, granted: Granted) -> Hold {
+    fn new(raw: RawLock, owner: Arc<str>, granted: Acquired) -> Hold {
         let until = raw.keeper().belief(granted.sent);
         Hold::believed_until(raw, owner, granted, until)
     }
 
     /// A hold that may be believed until `until` and no longer, unless a renewal is
     /// confirmed.
-    fn believed_until(raw: RawLock, owner: Arc<str>, granted: Granted, until: Instant) -> Hold {
+    fn believed_until(raw: RawLock, owner: Arc<str>, granted: Acquired, until: Instant) -> Hold {
         let state = HoldState::new(until);
         raw.renew_from_now_on(&owner, granted.id, state.clone());
         observe::held(raw.keeper().held());
@@ -232,7 +232,7 @@ impl Hold {
         self.forget();
         match fence {
             Some(fence) if !self.state.is_lost() => {
-                let granted = Granted {
+                let granted = Acquired {
                     id: to,
                     fence,
                     mode,

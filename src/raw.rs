@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
 use crate::scripts::{Attempt, Intent, RawState, Released};
-use crate::shared::{Confirmed, Inner};
+use crate::shared::{Confirmed, Shared};
 use crate::slot;
 
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
@@ -36,7 +36,7 @@ use crate::slot;
 /// through the accessors below.
 #[derive(Clone)]
 pub(crate) struct RawLock {
-    inner: Arc<Inner>,
+    inner: Arc<Shared>,
     name: Arc<str>,
     key: Arc<str>,
     channel: Arc<str>,
@@ -103,7 +103,7 @@ impl RawLock {
 }
 
 impl RawLock {
-    pub fn new(inner: Arc<Inner>, name: &str) -> RawLock {
+    pub fn new(inner: Arc<Shared>, name: &str) -> RawLock {
         let key = keys::lock_key(&inner.config.prefix, name);
         let channel = keys::channel(&key);
         RawLock {

@@ -11,12 +11,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::scripts::RenewItem;
-use crate::shared::{Confirmed, Inner};
+use crate::shared::{Confirmed, Shared};
 
 /// Starts the client's renewal task (once). It renews every lease/3, and at once when
 /// the slot map changes (a failover, a slot move): a hold the new owner of its slot does
 /// not have is then reported lost within a round trip, not a renewal period later.
-pub(crate) fn start(inner: &Arc<Inner>) {
+pub(crate) fn start(inner: &Arc<Shared>) {
     let weak = Arc::downgrade(inner);
     let period = inner.keeper.lease / 3;
     let mut routes = inner.cluster.router.subscribe();
@@ -48,7 +48,7 @@ pub(crate) fn start(inner: &Arc<Inner>) {
 /// (NOSCRIPT, a node that hung or lost its slots) is renewed again on its own, routed
 /// afresh, with the time left.
 async fn renew_all(
-    inner: &Arc<Inner>,
+    inner: &Arc<Shared>,
     items: Vec<RenewItem>,
     budget: Duration,
 ) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
@@ -137,7 +137,7 @@ async fn renew_all(
 const RENEW_CHUNK: usize = 500;
 
 /// One renewal round over every held lock.
-async fn renew_round(inner: &Arc<Inner>, budget: Duration) {
+async fn renew_round(inner: &Arc<Shared>, budget: Duration) {
     let keeper = &inner.keeper;
     // at most RENEW_CHUNK owners per script call: none holds the server for long
     let snapshot = keeper.snapshot(RENEW_CHUNK);

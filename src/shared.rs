@@ -18,7 +18,7 @@ use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
 /// Whether a call's writes are confirmed by the replicas (see
-/// [`Inner::confirm_with`]).
+/// [`Shared::confirm_with`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Confirmed {
     /// Not confirmed (releases, withdrawals, conversions, reads).
@@ -28,7 +28,7 @@ pub(crate) enum Confirmed {
 }
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
-pub(crate) struct Inner {
+pub(crate) struct Shared {
     /// Connections per node, the slot map and the release subscriptions.
     pub cluster: Arc<Cluster>,
     pub scripts: Scripts,
@@ -43,7 +43,7 @@ pub(crate) struct Inner {
     pub next_hold: AtomicU64,
 }
 
-impl Inner {
+impl Shared {
     /// A script call about lock `key` on `link` (a connection to the node that serves
     /// its slot, or the target of an `ASK`), confirmed as `confirmed` says, by the
     /// replicas of THAT node (see [`confirm_with`](Self::confirm_with)).

@@ -73,7 +73,7 @@ const SETTLE_BUDGET: Duration = Duration::from_millis(500);
 
 /// A grant the policy won: what a `Hold` is made of.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Granted {
+pub(crate) struct Acquired {
     /// The hold id it was granted under.
     pub id: u64,
     /// Its fence.
@@ -85,7 +85,7 @@ pub(crate) struct Granted {
 }
 
 enum Outcome {
-    Granted(Granted),
+    Granted(Acquired),
     Busy(u64),
 }
 
@@ -154,7 +154,7 @@ pub(crate) async fn try_once<L: Seam>(
     lock: &L,
     owner: Arc<str>,
     ask: Ask,
-) -> Result<Option<Granted>> {
+) -> Result<Option<Acquired>> {
     let began = Instant::now();
     let result = try_attempt(lock, owner, ask).await;
     let (fence, outcome) = match &result {
@@ -186,7 +186,7 @@ fn observe<L: Seam>(
     );
 }
 
-async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Option<Granted>> {
+async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Option<Acquired>> {
     check_owner(&owner)?;
     let id = lock.next_hold_id();
     let mut leftovers = Leftovers {
@@ -214,7 +214,7 @@ pub(crate) async fn wait<L: Seam>(
     owner: Arc<str>,
     ask: Ask,
     timeout: Option<Duration>,
-) -> Result<Granted> {
+) -> Result<Acquired> {
     let began = Instant::now();
     let _waiting = observe::Waiting::start();
     let mut attempts = 0;
@@ -241,7 +241,7 @@ async fn wait_loop<L: Seam>(
     ask: Ask,
     timeout: Option<Duration>,
     attempts: &mut u32,
-) -> Result<Granted> {
+) -> Result<Acquired> {
     check_owner(&owner)?;
     let began = Instant::now();
     // a timeout too long to add to the clock (`Duration::MAX`) waits without a deadline
@@ -442,7 +442,7 @@ async fn attempt<L: Seam>(
         other => other?,
     };
     match reply {
-        Attempt::Granted { fence } => Ok(Outcome::Granted(Granted {
+        Attempt::Granted { fence } => Ok(Outcome::Granted(Acquired {
             id,
             fence,
             mode: ask.mode(),

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::hold::Hold;
 use crate::mode::Mode;
 use crate::raw::RawLock;
-use crate::shared::Inner;
+use crate::shared::Shared;
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -205,7 +205,7 @@ where
 }
 
 impl RwLock {
-    pub(crate) fn new(inner: Arc<Inner>, name: &str, owner: String, explicit: bool) -> RwLock {
+    pub(crate) fn new(inner: Arc<Shared>, name: &str, owner: String, explicit: bool) -> RwLock {
         RwLock {
             raw: RawLock::new(inner, name),
             owner: owner.into(),

@@ -7,7 +7,7 @@ use super::docker::{ensure_image, prepare_docker};
 use super::node::{Handle, Node};
 use super::ports::pick_ports;
 use super::reaper::reaper;
-use super::secure::{Conf, TLS_PORT_OFFSET};
+use super::secure::{SecureConf, TLS_PORT_OFFSET};
 use super::{admin, blocking, on_runtime, server, skew, Backend, NodeInfo, Server};
 use super::{StartOptions, TestCluster, TestkitError};
 use super::{READY_TIMEOUT, SLOTS};
@@ -73,7 +73,7 @@ impl TestCluster {
         };
         let server = Server::from_env()?;
         let skewable = options.skewable_clocks;
-        let conf = Conf::make(options.wants_tls(), &options.acl)?;
+        let conf = SecureConf::make(options.wants_tls(), &options.acl)?;
         if backend == Backend::Native {
             server.binary()?; // fail at once, with how to get it, rather than six times
             if skewable {

@@ -11,7 +11,7 @@ use testcontainers::{GenericImage, ImageExt};
 use super::native::spawn_native;
 use super::node::{node_logs, remove_nodes, Handle, Node};
 use super::reaper::tell_reaper;
-use super::secure::{Conf, CONF_MOUNT, TLS_PORT_OFFSET};
+use super::secure::{SecureConf, CONF_MOUNT, TLS_PORT_OFFSET};
 use super::server_args::node_args;
 use super::session::node_gid;
 use super::session::session_id;
@@ -26,7 +26,7 @@ impl TestCluster {
         server: Server,
         base: u16,
         skewable: bool,
-        conf: Option<Conf>,
+        conf: Option<SecureConf>,
     ) -> Result<Vec<Node>, TestkitError> {
         let tls = conf.as_ref().is_some_and(|c| c.tls.is_some());
         let mut set = tokio::task::JoinSet::new();
@@ -116,7 +116,7 @@ impl TestCluster {
         server: Server,
         port: u16,
         skewable: bool,
-        conf: Option<&Conf>,
+        conf: Option<&SecureConf>,
     ) -> Result<(Handle, Option<PathBuf>), TestkitError> {
         match backend {
             Backend::Docker => {

@@ -112,14 +112,15 @@ mod server; // Redis or Valkey
 mod server_args; // the server's command line (a leaf)
 mod session; // the session id, rule tags and node groups (a leaf)
 mod shim; // the Docker API shim for old engines
-mod skew; // skewable clocks (libfaketime), StartOptions
+mod skew; // skewable clocks (libfaketime)
+mod start_options; // StartOptions
 
 pub use error::{Backend, TestkitError};
 pub use migration::Migration;
 pub use node::NodeInfo;
 pub use secure::TlsFiles;
 pub use server::{Server, VALKEY_IMAGE};
-pub use skew::StartOptions;
+pub use start_options::StartOptions;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -164,7 +165,7 @@ pub struct TestCluster {
     /// Held while the cluster lives: the lock on its block of ports.
     _ports: Option<std::fs::File>,
     /// The TLS certificates and ACL file the nodes were started with.
-    conf: Option<secure::Conf>,
+    conf: Option<secure::SecureConf>,
 }
 
 impl fmt::Debug for TestCluster {

@@ -4,7 +4,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 
 use super::reaper::tell_reaper;
-use super::secure::Conf;
+use super::secure::SecureConf;
 use super::server_args::node_args;
 use super::session::node_gid;
 use super::{skew, Server, TestkitError};
@@ -36,7 +36,7 @@ pub(super) fn spawn_native(
     port: u16,
     dir: &std::path::Path,
     clock: Option<&std::path::Path>,
-    conf: Option<&Conf>,
+    conf: Option<&SecureConf>,
 ) -> Result<std::process::Child, TestkitError> {
     let binary = server.binary()?;
     let log = std::fs::File::create(dir.join("redis.log"))

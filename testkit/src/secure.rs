@@ -124,16 +124,16 @@ impl TlsFiles {
 /// The configuration directory of a cluster started with TLS or an ACL file: made on
 /// this machine, mounted whole into each container at [`CONF_MOUNT`].
 #[derive(Debug, Clone)]
-pub(super) struct Conf {
+pub(super) struct SecureConf {
     pub(super) dir: PathBuf,
     pub(super) tls: Option<TlsFiles>,
     pub(super) acl: bool,
 }
 
-impl Conf {
+impl SecureConf {
     /// Makes the directory, the certificates when `tls`, and the ACL file from `acl`
     /// (lines of ACL rules) when given; `None` when neither is asked for.
-    pub(super) fn make(tls: bool, acl: &[String]) -> Result<Option<Conf>, TestkitError> {
+    pub(super) fn make(tls: bool, acl: &[String]) -> Result<Option<SecureConf>, TestkitError> {
         if !tls && acl.is_empty() {
             return Ok(None);
         }
@@ -148,7 +148,7 @@ impl Conf {
             let file = dir.join(ACL_FILE);
             std::fs::write(&file, acl.join("\n") + "\n").map_err(|e| io_error(&file, e))?;
         }
-        Ok(Some(Conf {
+        Ok(Some(SecureConf {
             dir,
             tls,
             acl: !acl.is_empty(),
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn tls_options_keep_the_bus_port() {
-        let conf = Conf {
+        let conf = SecureConf {
             dir: PathBuf::from("/x"),
             tls: Some(TlsFiles {
                 dir: PathBuf::from("/x"),

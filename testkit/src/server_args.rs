@@ -1,12 +1,12 @@
 //! The server's command line: the options every node of the test bed starts with, in
 //! both backends. A leaf, used by the node launchers.
 
-use super::secure::Conf;
+use super::secure::SecureConf;
 
 /// The server's command line for the node on `port`, with its files in `dir`, and the
 /// cluster's TLS and ACL options when `conf` gives them (with the path at which the node
 /// sees the configuration directory).
-pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&Conf, &str)>) -> Vec<String> {
+pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&SecureConf, &str)>) -> Vec<String> {
     let cluster_conf = format!("nodes-{port}.conf");
     let mut args: Vec<String> = [
         "--port",
