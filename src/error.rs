@@ -311,6 +311,7 @@ impl Error {
         let details = e.details();
         let kind = match e.kind() {
             K::IO => ConnectionErrorKind::Io,
+            #[cfg(feature = "tls")]
             K::Tls => ConnectionErrorKind::Tls,
             K::Timeout => ConnectionErrorKind::Timeout,
             K::Canceled => ConnectionErrorKind::Closed,
@@ -488,8 +489,11 @@ mod tests {
         assert!(
             matches!(&unrouted, Error::Connection(c) if c.kind() == ConnectionErrorKind::NotSent)
         );
-        let tls = client(ErrorKind::Tls, "handshake failed");
-        assert!(!tls.is_retryable() && !tls.is_unavailable());
+        #[cfg(feature = "tls")]
+        {
+            let tls = client(ErrorKind::Tls, "handshake failed");
+            assert!(!tls.is_retryable() && !tls.is_unavailable());
+        }
         assert!(matches!(
             client(ErrorKind::Config, "bad"),
             Error::InvalidConfig(_)
