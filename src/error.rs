@@ -238,6 +238,18 @@ impl ConnectionError {
     }
 }
 
+impl ConnectionError {
+    /// The node could not be reached or did not answer (refused, broken, timed out, not
+    /// sent, cancelled): the same call may succeed later. A TLS or protocol failure
+    /// would fail again.
+    fn is_link_down(&self) -> bool {
+        !matches!(
+            self.kind,
+            ConnectionErrorKind::Tls | ConnectionErrorKind::Protocol
+        )
+    }
+}
+
 impl std::fmt::Display for ConnectionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
@@ -375,10 +387,7 @@ impl Error {
         match self {
             Error::Timeout(_) | Error::Unavailable(_) | Error::NotReplicated { .. } => true,
             Error::Server(e) => e.is_transient(),
-            Error::Connection(e) => !matches!(
-                e.kind,
-                ConnectionErrorKind::Tls | ConnectionErrorKind::Protocol
-            ),
+            Error::Connection(e) => e.is_link_down(),
             Error::Connect { source, .. } => source.is_retryable(),
             _ => false,
         }
@@ -411,10 +420,7 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Unavailable(_) => true,
-            Error::Connection(e) => !matches!(
-                e.kind,
-                ConnectionErrorKind::Tls | ConnectionErrorKind::Protocol
-            ),
+            Error::Connection(e) => e.is_link_down(),
             Error::Connect { source, .. } => source.is_unavailable(),
             _ => false,
         }
