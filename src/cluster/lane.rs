@@ -7,12 +7,26 @@
 //! in the order they were made (a lock's calls always use the same connection: see
 //! [`Node::lane`](super::node::Node::lane)). A lone call is sent at once: no
 //! timer, no added latency. Calls that come while a batch is on the wire wait for it
-//! and go together in the next: `[CLIENT ID] ([ASKING] EVALSHA)... [WAIT n t, CLIENT
-//! ID]`, the `WAIT` when any of them asks for confirmation. `WAIT` confirms every write
-//! made before it on its connection, so one `WAIT` confirms the whole batch; the ids
-//! before and after it prove that the batch ran on one connection (a command sent again
-//! on a new connection would make `WAIT` count nothing and return at once): once per
-//! batch, not per call.
+//! and go together in the next: `([ASKING] EVALSHA)... [WAIT n t]`, the `WAIT` when any
+//! of them asks for confirmation. `WAIT` confirms every write made before it on its
+//! connection, so one `WAIT` confirms the whole batch.
+//!
+//! # Why no connection proof is needed
+//! A `WAIT` sent on a NEW connection counts none of the writes made on the old one
+//! (a new connection has written nothing, and `WAIT` returns at once): an `EVALSHA`
+//! answered on one connection and a `WAIT` answered on another would confirm nothing.
+//! That cannot happen here, for two reasons the connection's configuration fixes (see
+//! `node::Connector`, whose unit test checks it):
+//! - every command is written at most once (`max_command_attempts = 1`): a command whose
+//!   connection is lost fails, it is never sent again on the next connection;
+//! - the client writes a pipeline's commands one after another in one step of its
+//!   connection task, and a lost connection is only replaced after that step (the
+//!   reconnection is queued behind it): the commands after a loss find no connection and
+//!   fail.
+//!
+//! So an `EVALSHA` and the `WAIT` after it that both have a reply ran on the same
+//! connection, in that order, and no `CLIENT ID` around a batch is needed to prove it
+//! at run time (two commands a batch saved).
 
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
@@ -153,10 +167,6 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
     // the reply index of each call of each job
     let mut replies_of: Vec<Vec<usize>> = Vec::with_capacity(jobs.len());
     let mut queued = 0;
-    if confirm.is_some() {
-        queue(&pipeline, client_id(), vec!["ID".into()]).await;
-        queued += 1;
-    }
     for job in &mut jobs {
         let mut indexes = Vec::with_capacity(job.calls.len());
         for call in std::mem::take(&mut job.calls) {
@@ -179,8 +189,7 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
             vec![i64::from(c.wanted).into(), timeout.into()],
         )
         .await;
-        queue(&pipeline, client_id(), vec!["ID".into()]).await;
-        queued += 2;
+        queued += 1;
     }
     let replies: Vec<Reply> = pipeline.try_all().await;
     if replies.len() != queued {
@@ -208,29 +217,17 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
     }
 }
 
-/// The replicas a batch's `WAIT` counted (its last three replies: `CLIENT ID`, `WAIT`,
-/// `CLIENT ID` after the first `CLIENT ID`), or 0 when the ids differ: the batch did not
-/// run on one connection, and its `WAIT` proves nothing.
+/// The replicas a batch's `WAIT` counted (its last reply; 0 when it failed: see the
+/// module docs for why a reply proves the whole batch).
 fn acknowledged(replies: &[Reply]) -> u32 {
-    let int = |r: Option<&Reply>| match r {
-        Some(Ok(Value::Integer(i))) => Some(*i),
-        _ => None,
-    };
-    let n = replies.len();
-    match (int(replies.first()), int(replies.get(n.wrapping_sub(1)))) {
-        (Some(a), Some(b)) if a == b && n >= 3 => {
-            u32::try_from(int(replies.get(n - 2)).unwrap_or(0).max(0)).unwrap_or(u32::MAX)
-        }
+    match replies.last() {
+        Some(Ok(Value::Integer(i))) => u32::try_from((*i).max(0)).unwrap_or(u32::MAX),
         _ => 0,
     }
 }
 
 fn command(name: &'static str) -> CustomCommand {
     CustomCommand::new_static(name, ClusterHash::Random, false)
-}
-
-fn client_id() -> CustomCommand {
-    command("CLIENT")
 }
 
 /// Queues one command on `pipeline` (its reply comes from `try_all`).
@@ -262,13 +259,19 @@ mod tests {
     }
 
     #[test]
-    fn a_wait_counts_only_between_equal_connection_ids() {
+    fn a_batch_is_confirmed_by_its_waits_reply_alone() {
         let i = |n: i64| -> Reply { Ok(Value::Integer(n)) };
-        // CLIENT ID, EVALSHA, WAIT, CLIENT ID
-        assert_eq!(acknowledged(&[i(7), i(1), i(2), i(7)]), 2);
-        // sent again on a new connection: proves nothing
-        assert_eq!(acknowledged(&[i(7), i(1), i(2), i(8)]), 0);
-        assert_eq!(acknowledged(&[i(7)]), 0);
+        let lost = || -> Reply {
+            Err(fred::error::Error::new(
+                fred::error::ErrorKind::IO,
+                "connection lost",
+            ))
+        };
+        // EVALSHA, EVALSHA, WAIT
+        assert_eq!(acknowledged(&[i(1), i(1), i(2)]), 2);
+        // a WAIT that failed (its connection lost) confirms nothing
+        assert_eq!(acknowledged(&[i(1), lost()]), 0);
+        assert_eq!(acknowledged(&[i(1), i(-3)]), 0);
         assert_eq!(acknowledged(&[]), 0);
         let b = Batch {
             replies: Vec::new(),

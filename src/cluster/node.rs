@@ -163,3 +163,22 @@ impl Node {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lane's `WAIT` proves its batch only because no command is ever written twice
+    /// (see `cluster::lane`): a connection made from any template keeps that setting.
+    #[test]
+    fn commands_are_written_at_most_once() {
+        let mut template = Config::default();
+        template.fail_fast = true;
+        let connector = Connector::new(template, Duration::from_secs(1), 2);
+        for fail_fast in [true, false] {
+            let builder = connector.builder("127.0.0.1:7000", fail_fast).unwrap();
+            assert_eq!(builder.get_connection_config().max_command_attempts, 1);
+        }
+        assert!(connector.builder("no port", false).is_err());
+    }
+}

@@ -12,7 +12,13 @@
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock]
+//!
+//! Then, in the same run: B2, the hand-off latency between two clients (p50 / p99), for
+//! cluster-rwlock in both durabilities; and B4, the commands the masters run per
+//! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
+//! script makes count), for cluster-rwlock in both durabilities and for rslock.
+//!
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -25,6 +31,8 @@ use cluster_rwlock::{Durability, LockClient, LockConfig, DEFAULT_DURABILITY};
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
+
+mod contended;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -132,7 +140,26 @@ async fn slot_masters(client: &Client) -> Result<Vec<(u16, u16, String)>, BoxErr
     Ok(out)
 }
 
-async fn rslock_rate(seeds: &[String], secs: Duration, tag: &str) -> Result<f64, BoxError> {
+/// The rslock manager of the master of `name`'s slot (one per master, in `managers`).
+fn rslock_manager(
+    ranges: &[(u16, u16, String)],
+    managers: &mut std::collections::HashMap<String, Arc<rslock::LockManager>>,
+    name: &str,
+) -> Result<Arc<rslock::LockManager>, BoxError> {
+    let slot = key_slot(name.as_bytes());
+    let addr = ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .map(|r| r.2.clone())
+        .ok_or("no master for a slot")?;
+    Ok(managers
+        .entry(addr.clone())
+        .or_insert_with(|| Arc::new(rslock::LockManager::new(vec![format!("redis://{addr}/")])))
+        .clone())
+}
+
+/// The slot ranges of the masters, from a seed.
+async fn ranges_of(seeds: &[String]) -> Result<Vec<(u16, u16, String)>, BoxError> {
     let fred = Builder::from_config(Config::from_url(
         &seeds[0].replace("redis://", "redis-cluster://"),
     )?)
@@ -140,21 +167,16 @@ async fn rslock_rate(seeds: &[String], secs: Duration, tag: &str) -> Result<f64,
     fred.init().await?;
     let ranges = slot_masters(&fred).await?;
     let _ = fred.quit().await;
+    Ok(ranges)
+}
+
+async fn rslock_rate(seeds: &[String], secs: Duration, tag: &str) -> Result<f64, BoxError> {
+    let ranges = ranges_of(seeds).await?;
     let mut managers = std::collections::HashMap::new();
     let mut per_task = Vec::new();
     for i in 0..TASKS {
         let name = format!("{tag}:n{i}");
-        let slot = key_slot(name.as_bytes());
-        let addr = ranges
-            .iter()
-            .find(|(a, b, _)| (*a..=*b).contains(&slot))
-            .map(|r| r.2.clone())
-            .ok_or("no master for a slot")?;
-        let manager = managers
-            .entry(addr.clone())
-            .or_insert_with(|| Arc::new(rslock::LockManager::new(vec![format!("redis://{addr}/")])))
-            .clone();
-        per_task.push((manager, name));
+        per_task.push((rslock_manager(&ranges, &mut managers, &name)?, name));
     }
     let per_task = Arc::new(per_task);
     Ok(drive(secs, move |i| {
@@ -247,6 +269,15 @@ struct Probe {
 }
 
 impl Probe {
+    /// The connections to the masters.
+    fn masters(&self) -> Vec<Client> {
+        self.nodes
+            .iter()
+            .filter(|(_, m)| *m)
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
     async fn new(seed: &str) -> Result<Probe, BoxError> {
         let fred = Builder::from_config(Config::from_url(
             &seed.replace("redis://", "redis-cluster://"),
@@ -363,6 +394,10 @@ async fn run() -> Result<(), BoxError> {
     };
     let probe = Probe::new(&seeds[0]).await?;
     let tag = format!("peers-{}", std::process::id());
+    if arg("--only").as_deref() == Some("contended") {
+        // B2 and B4 alone
+        return handoff_and_contention(&seeds, &probe, &tag, secs).await;
+    }
     if let Some(only) = arg("--only") {
         // one row alone (for profiling): ours, rslock or rds_lock
         let row = match only.as_str() {
@@ -480,6 +515,81 @@ async fn run() -> Result<(), BoxError> {
         );
     }
     rows.clear();
+    handoff_and_contention(&seeds, &probe, &tag, secs).await
+}
+
+/// B2 and B4 (see the crate's docs), printed as tables and JSON lines.
+async fn handoff_and_contention(
+    seeds: &[String],
+    probe: &Probe,
+    tag: &str,
+    secs: Duration,
+) -> Result<(), BoxError> {
+    let count = (secs.as_secs() as usize * 40).clamp(20, 200);
+    println!("\n| B2 hand-off, {count} each | p50 ms | p99 ms |\n|---|---|---|");
+    for (who, durability, prefix) in [
+        ("cluster-rwlock", DEFAULT_DURABILITY, "h"),
+        ("cluster-rwlock, MasterOnly", Durability::MasterOnly, "hm"),
+        ("cluster-rwlock (again)", DEFAULT_DURABILITY, "h2"),
+    ] {
+        let l = contended::b2_ours(seeds, &format!("{tag}{prefix}"), durability, count).await?;
+        let (p50, p99) = (contended::pct(&l, 50.0), contended::pct(&l, 99.0));
+        println!("| {who} | {p50:.2} | {p99:.2} |");
+        println!(r#"{{"bench":"B2-peers","who":"{who}","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
+    }
+    let masters = probe.masters();
+    let ranges = ranges_of(seeds).await?;
+    let name = format!("{tag}:contended");
+    let manager = rslock_manager(&ranges, &mut std::collections::HashMap::new(), &name)?;
+    let rows = [
+        (
+            "cluster-rwlock",
+            contended::b4_ours(
+                seeds,
+                &masters,
+                &format!("{tag}c"),
+                DEFAULT_DURABILITY,
+                secs,
+            )
+            .await?,
+        ),
+        (
+            "cluster-rwlock, MasterOnly",
+            contended::b4_ours(
+                seeds,
+                &masters,
+                &format!("{tag}cm"),
+                Durability::MasterOnly,
+                secs,
+            )
+            .await?,
+        ),
+        (
+            "rslock 0.7",
+            contended::b4_rslock(manager, name, &masters, secs).await,
+        ),
+    ];
+    println!(
+        "\n| B4, {} contenders, hold 2 ms | grants | server commands per grant | of which |\n|---|---|---|---|",
+        contended::CONTENDERS
+    );
+    for (who, c) in &rows {
+        let of: Vec<String> = c
+            .breakdown
+            .iter()
+            .map(|(k, v)| format!("{} {v:.1}", k.to_uppercase()))
+            .collect();
+        println!(
+            "| {who} | {} | {:.1} | {} |",
+            c.grants,
+            c.per_grant,
+            of.join(", ")
+        );
+        println!(
+            r#"{{"bench":"B4-peers","who":"{who}","grants":{},"commands_per_grant":{:.2}}}"#,
+            c.grants, c.per_grant
+        );
+    }
     Ok(())
 }
 
