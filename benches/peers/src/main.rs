@@ -14,7 +14,8 @@
 //!
 //!
 //! Then, in the same run: B2, the hand-off latency between two clients (p50 / p99), for
-//! cluster-rwlock in both durabilities; and B4, the commands the masters run per
+//! cluster-rwlock in both durabilities and for python-redis-lock (`handoff_peer.py`, when
+//! Python has the package); and B4, the commands the masters run per
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
@@ -518,6 +519,40 @@ async fn run() -> Result<(), BoxError> {
     handoff_and_contention(&seeds, &probe, &tag, secs).await
 }
 
+/// B2 for python-redis-lock (`handoff_peer.py`, on the master of its names' slot), when
+/// Python has it; a line saying why not otherwise.
+async fn python_redis_lock_b2(ranges: &[(u16, u16, String)], count: usize) {
+    let who = "python-redis-lock 4";
+    let slot = key_slot(b"{b2peer}");
+    let Some((host, port)) = ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .and_then(|r| r.2.rsplit_once(':'))
+    else {
+        println!("| {who} | no master for its slot | |");
+        return;
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/handoff_peer.py");
+    let out = tokio::process::Command::new("python3")
+        .args([script, host, port, &count.to_string()])
+        .output()
+        .await;
+    let parsed = out.as_ref().ok().filter(|o| o.status.success()).and_then(|o| {
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+        Some((it.next()??, it.next()??))
+    });
+    match parsed {
+        Some((p50, p99)) => {
+            println!("| {who} | {p50:.2} | {p99:.2} |");
+            println!(r#"{{"bench":"B2-peers","who":"{who}","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
+        }
+        None => println!(
+            "| {who} | not measured (`pip install python-redis-lock` for this row) | |"
+        ),
+    }
+}
+
 /// B2 and B4 (see the crate's docs), printed as tables and JSON lines.
 async fn handoff_and_contention(
     seeds: &[String],
@@ -537,8 +572,9 @@ async fn handoff_and_contention(
         println!("| {who} | {p50:.2} | {p99:.2} |");
         println!(r#"{{"bench":"B2-peers","who":"{who}","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
     }
-    let masters = probe.masters();
     let ranges = ranges_of(seeds).await?;
+    python_redis_lock_b2(&ranges, count).await;
+    let masters = probe.masters();
     let name = format!("{tag}:contended");
     let manager = rslock_manager(&ranges, &mut std::collections::HashMap::new(), &name)?;
     let rows = [
