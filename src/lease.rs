@@ -96,6 +96,10 @@ impl HoldState {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Each owner of a lock with the ids of its holds.
 pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
@@ -122,8 +126,13 @@ pub(crate) struct Keeper {
     pub lease: Duration,
     /// What is taken off the lease of every belief (see `LockConfig::clock_margin`).
     margin: Duration,
-    /// Told when a hold is added, so that the expiry timer looks again.
+    /// Told when a hold is added whose belief deadline comes before the expiry task's
+    /// next wake-up, so that the task looks again.
     added: tokio::sync::Notify,
+    /// When the expiry task wakes next (`None`: it is not asleep on a deadline). Read and
+    /// written with `entries` locked, so that a hold added while the task works out its
+    /// next wake-up is either seen by it or wakes it.
+    next_wake: Mutex<Option<Instant>>,
     started: std::sync::atomic::AtomicBool,
     /// Renewal rounds and lock renewals sent, for diagnostics.
     pub rounds: AtomicU64,
@@ -137,6 +146,7 @@ impl Keeper {
             lease,
             margin,
             added: tokio::sync::Notify::new(),
+            next_wake: Mutex::new(None),
             started: std::sync::atomic::AtomicBool::new(false),
             rounds: AtomicU64::new(0),
             renewals: AtomicU64::new(0),
@@ -156,9 +166,16 @@ impl Keeper {
             .or_insert_with(|| Owned {
                 holds: HashMap::new(),
             });
+        let until = state.until();
         entry.holds.insert(id, Held { state });
+        // a new hold's deadline is almost always after the earliest one the task sleeps
+        // until: wake it only when it is not (one wake-up and one look at every hold per
+        // grant would make a grant's cost grow with the holds of the client)
+        let wake = lock(&self.next_wake).is_none_or(|at| until < at);
         drop(map);
-        self.added.notify_one();
+        if wake {
+            self.added.notify_one();
+        }
         !self.started.swap(true, Ordering::AcqRel)
     }
 
@@ -168,12 +185,20 @@ impl Keeper {
         sent + self.lease.saturating_sub(self.margin)
     }
 
-    /// The earliest belief deadline of any hold.
-    pub fn earliest(&self) -> Option<Instant> {
-        self.map()
-            .values()
+    /// The earliest belief deadline of any hold in `map`.
+    fn earliest_of(map: &HashMap<LockOwner, Owned>) -> Option<Instant> {
+        map.values()
             .flat_map(|e| e.holds.values().map(|h| h.state.until()))
             .min()
+    }
+
+    /// When the expiry task is to wake next: at the earliest belief deadline, or at
+    /// `bound`, whichever is first; recorded (with the book locked) for [`add`](Self::add).
+    fn schedule_wake(&self, bound: Instant) -> Instant {
+        let map = self.map();
+        let until = Self::earliest_of(&map).map_or(bound, |n| n.min(bound));
+        *lock(&self.next_wake) = Some(until);
+        until
     }
 
     /// Marks every hold whose belief ran out, at each belief deadline, until the keeper
@@ -183,11 +208,9 @@ impl Keeper {
             let Some(k) = keeper.upgrade() else {
                 return;
             };
-            let next = k.earliest();
-            // wake at the earliest deadline, when a hold is added, and at least every
-            // second to see whether the client is gone
-            let bound = Instant::now() + Duration::from_secs(1);
-            let until = next.map_or(bound, |n| n.min(bound));
+            // wake at the earliest deadline, when a hold is added before it, and at
+            // least every second to see whether the client is gone
+            let until = k.schedule_wake(Instant::now() + Duration::from_secs(1));
             // (the keeper outlives its client by this wait, at most)
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => {}
@@ -423,6 +446,26 @@ mod tests {
         keeper.expire(now + Duration::from_secs(3));
         assert!(state.is_lost());
         assert_eq!(keeper.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_added_before_the_timers_next_wake_up_wakes_it() {
+        let keeper = Arc::new(Keeper::new(Duration::from_secs(10), Duration::ZERO));
+        let t0 = Instant::now();
+        let (late, _) = put(&keeper, &arc("k"), &arc("a"), 1, t0);
+        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
+        // the task is asleep until its one-second bound (the hold runs out at 10 s)
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // a hold believed for 300 ms more: before the task's wake-up, so it is told
+        let early = HoldState::new(Instant::now() + Duration::from_millis(300));
+        keeper.add(&arc("k"), &arc("b"), 2, early.clone());
+        // a later one changes nothing
+        let (later, _) = put(&keeper, &arc("k"), &arc("c"), 3, Instant::now());
+        tokio::time::sleep_until(t0 + Duration::from_millis(410)).await;
+        // marked by the timer itself at its deadline, not only seen by the clock
+        assert!(*early.lost.borrow());
+        assert!(!*late.lost.borrow() && !*later.lost.borrow());
+        assert_eq!(keeper.held(), 2);
     }
 
     #[tokio::test(start_paused = true)]
