@@ -67,6 +67,9 @@ pub struct ClientStats {
     pub renewal_rounds: u64,
     /// Lock renewals sent (one per lock per round, whatever the number of holds).
     pub renewals: u64,
+    /// Confirmations sent: `WAIT`s, one per batch of calls to one connection (grants,
+    /// renewals, guarded writes that came together share one).
+    pub confirmations: u64,
     /// Holds currently renewed.
     pub held: u64,
     /// Release channels currently subscribed.
@@ -195,6 +198,7 @@ impl LockClient {
             diagnostics,
             diagnostics_started: std::sync::Once::new(),
             next_hold: AtomicU64::new(start),
+            contention: crate::contention::Contention::new(),
         };
         Ok(LockClient {
             inner: Arc::new(inner),
@@ -350,6 +354,7 @@ impl LockClient {
             script_reloads: c.reloads.load(Ordering::Relaxed),
             renewal_rounds: self.inner.keeper.rounds.load(Ordering::Relaxed),
             renewals: self.inner.keeper.renewals.load(Ordering::Relaxed),
+            confirmations: self.inner.cluster.router.connector().waits(),
             held: self.inner.keeper.held() as u64,
             subscriptions: self.inner.notifier().map_or(0, |n| n.channel_count()) as u64,
         }

@@ -279,6 +279,7 @@ mod acquire;
 mod client;
 mod cluster;
 mod config;
+mod contention;
 mod error;
 mod fenced;
 mod hold;

@@ -2,9 +2,12 @@
 //! [`MultiGuard`].
 //!
 //! # Why no deadlock
-//! Every multi-lock takes its members one after another in ONE global order, the order
-//! of their keys (`<prefix>:{name}`), whatever order the caller listed them in; it waits
-//! only for a member while holding members earlier in that order. A cycle of waiting
+//! Every multi-lock takes its members in ONE global order, the order of their keys
+//! (`<prefix>:{name}`), whatever order the caller listed them in; it waits only for a
+//! member while holding members earlier in that order. (It first tries every member at
+//! once, which waits for nothing: one confirmed round per master when they are free.
+//! If one is busy, it keeps the members before it, gives back those after it, and
+//! waits for the rest in order.) A cycle of waiting
 //! callers would need one of them to wait for a lock earlier than one it holds, which
 //! never happens. A single-lock caller holds one lock and waits for none, so it cannot
 //! close a cycle either; a queued writer holds nothing of the lock it waits for. Code
@@ -132,11 +135,32 @@ impl MultiLock {
         self.members.iter().map(|(l, m)| (l, *m))
     }
 
-    /// Takes the members in order; on an error, gives back what it took.
+    /// Takes the members: all at once first, unless a member's slot was lately found
+    /// busy, then the members not taken in order; on an error, gives back what it took.
+    ///
+    /// The first round sends every member's attempt at the same moment, so each
+    /// connection's lane sends the attempts to its master in one batch, under one
+    /// `WAIT`: a multi-lock of free members takes one confirmed round per master, not one
+    /// per member. When a member is busy (or its attempt failed), the members before it
+    /// are kept, those after it are given back (holding a member later in the global
+    /// order while waiting for an earlier one could close a cycle of waiters), and the
+    /// members from it on are taken in order, waiting as [`RwLock`]'s acquires wait. The
+    /// busy member's slot is remembered for a second (see `contention`): under
+    /// contention, rounds that give members back cost more than they save, so the
+    /// multi-locks of this client with a member there take their members in order only.
     async fn take(&self, timeout: Option<Duration>) -> Result<MultiGuard> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
-        for (lock, mode) in &self.members {
+        let began = Instant::now();
+        let deadline = timeout.and_then(|t| began.checked_add(t));
+        let contended = self.members.iter().any(|(l, _)| l.contended_lately(began));
+        let (mut taken, start) = if contended {
+            (Vec::with_capacity(self.members.len()), 0)
+        } else {
+            match self.all_at_once(began, deadline, timeout).await? {
+                Round::All(guard) => return Ok(guard),
+                Round::Part(taken, start) => (taken, start),
+            }
+        };
+        for (lock, mode) in &self.members[start..] {
             // what is left of the time, for this member (`None`: as long as it takes)
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match lock.acquire_any(*mode, left).await {
@@ -153,6 +177,71 @@ impl MultiLock {
             }
         }
         Ok(MultiGuard { members: taken })
+    }
+
+    /// One attempt at every member at once, each member's result in order. The attempts
+    /// are handed to their lanes in one poll, with the lanes plugged meanwhile (see
+    /// `cluster::lane`), so that the attempts to one master go in one batch.
+    async fn try_all(&self) -> Vec<Result<Option<AnyGuard>>> {
+        let plugs: Vec<_> = self.members.iter().filter_map(|(l, _)| l.plug()).collect();
+        let mut tries = std::pin::pin!(join_all(
+            self.members.iter().map(|(lock, mode)| lock.try_any(*mode))
+        ));
+        let first =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(tries.as_mut().poll(cx))).await;
+        // every attempt is in its lane now (or was sent on a path of its own)
+        drop(plugs);
+        match first {
+            std::task::Poll::Ready(done) => done,
+            std::task::Poll::Pending => tries.await,
+        }
+    }
+
+    /// The first round of [`take`](Self::take): one attempt at every member at once.
+    async fn all_at_once(
+        &self,
+        began: Instant,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+    ) -> Result<Round> {
+        // made in full, however short the timeout (as a single lock's first attempt),
+        // and stopped at the deadline after that
+        let until = deadline.map(|d| d.max(began + crate::acquire::FIRST_ATTEMPT));
+        let tries = self.try_all();
+        let tries = match until {
+            Some(until) => match tokio::time::timeout_at(until, tries).await {
+                Ok(tries) => tries,
+                // the attempts in flight leave nothing behind (as a dropped try)
+                Err(_) => return Err(Error::Timeout(timeout.unwrap_or_default())),
+            },
+            None => tries.await,
+        };
+        let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
+        let mut behind = Vec::new();
+        let mut next = None;
+        for (i, ((lock, _), tried)) in self.members.iter().zip(tries).enumerate() {
+            match tried {
+                Ok(Some(g)) if next.is_none() => taken.push(g),
+                Ok(Some(g)) => behind.push(g),
+                // busy, or an attempt that failed: the member is taken in order, whose
+                // acquire tries again or says what is wrong
+                Ok(None) | Err(_) => {
+                    if next.is_none() {
+                        lock.mark_contended(Instant::now());
+                    }
+                    next.get_or_insert(i);
+                }
+            }
+        }
+        Ok(match next {
+            None => Round::All(MultiGuard { members: taken }),
+            Some(start) => {
+                // given back in the background (each guard's drop): a release waits for
+                // nothing
+                drop(behind);
+                Round::Part(taken, start)
+            }
+        })
     }
 
     /// Waits until every member is held.
@@ -203,15 +292,16 @@ impl MultiLock {
         self.take(Some(timeout))
     }
 
-    /// One attempt at every member, in order: the guard when every member was free for
-    /// its mode, else `None` (what was taken is given back, in the background).
+    /// One attempt at every member, all at once (one confirmed round per master): the
+    /// guard when every member was free for its mode, else `None` (what was taken is
+    /// given back, in the background).
     ///
     /// # Cancel safety
     /// As [`lock`](Self::lock).
     ///
     /// # Errors
-    /// As [`RwLock::try_write`] for any member; the members taken are released (in the
-    /// background).
+    /// As [`RwLock::try_write`] for any member (the first error in the global order); the
+    /// members taken are released (in the background).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
@@ -222,17 +312,31 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        let tries = self.try_all().await;
         let mut taken: Vec<AnyGuard> = Vec::with_capacity(self.members.len());
-        for (lock, mode) in &self.members {
-            match lock.try_any(*mode).await {
+        let mut busy = false;
+        for tried in tries {
+            match tried {
                 Ok(Some(g)) => taken.push(g),
-                // given back in the background, as above
-                Ok(None) => return Ok(None),
+                Ok(None) => busy = true,
+                // the guards taken are given back in the background, as below
                 Err(e) => return Err(e),
             }
         }
+        if busy {
+            // given back in the background
+            return Ok(None);
+        }
         Ok(Some(MultiGuard { members: taken }))
     }
+}
+
+/// What the all-at-once round of a multi-lock took.
+enum Round {
+    /// Every member.
+    All(MultiGuard),
+    /// The members before the first that was not taken (whose index is given).
+    Part(Vec<AnyGuard>, usize),
 }
 
 /// Every member of a [`MultiLock`] held; released together. Dropping it releases every

@@ -93,6 +93,25 @@ impl RawLock {
         self.inner.notifier()
     }
 
+    /// Holds the next batch of the lane that this lock's calls take now (see
+    /// [`Lane::plug`](crate::cluster::lane::Lane::plug)); `None` when the slot map names
+    /// no node.
+    pub fn plug(&self) -> Option<crate::cluster::lane::Plug> {
+        let node = self.inner.cluster.router.node_for(self.slot)?;
+        Some(node.lane(self.slot).plug())
+    }
+
+    /// Whether a multi-lock of this client lately found a lock of this slot busy (see
+    /// `contention`).
+    pub fn contended_lately(&self, now: Instant) -> bool {
+        self.inner.contention.recent(self.slot, now)
+    }
+
+    /// A multi-lock found this lock busy at `now`.
+    pub fn mark_contended(&self, now: Instant) {
+        self.inner.contention.mark(self.slot, now);
+    }
+
     /// Runs `task` in the background, on the client's runtime.
     pub fn spawn<F>(&self, task: F)
     where

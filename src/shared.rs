@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub diagnostics: Client,
     pub diagnostics_started: std::sync::Once,
     pub next_hold: AtomicU64,
+    /// Slots where a multi-lock lately found a member busy.
+    pub contention: crate::contention::Contention,
 }
 
 impl Shared {

@@ -197,3 +197,66 @@ async fn timeouts_failed_tries_and_cancellations_leave_nothing_behind() {
     client.close().await;
     assert_no_keys(cluster, &p).await;
 }
+
+/// A multi-lock of free members sends one attempt per member at once: the lanes send
+/// the attempts to each master in one batch, so it takes one confirmed round (`WAIT`)
+/// per master, not one per member; a busy member takes the rest in order, and nothing
+/// is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_members_take_one_confirmed_round_per_master() {
+    let cluster = cluster().await;
+    let p = prefix("multi-rounds");
+    // a long lease: no renewal round (whose WAITs count too) during the test
+    let client =
+        common::client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(60))).await;
+    // four names on three masters: two on the first, two on the second, and the third
+    // name of five_names is skipped so that the four cover all three masters
+    let five = five_names(&client).await;
+    let names: Vec<String> = [0, 1, 2, 4].iter().map(|&i| five[i].clone()).collect();
+    let multi = client
+        .multi(names.iter().map(|n| (n.as_str(), Mode::Write)))
+        .unwrap();
+    for _ in 0..5 {
+        let before = client.stats().confirmations;
+        let g = multi.lock().await.unwrap();
+        assert_eq!(
+            client.stats().confirmations - before,
+            3,
+            "one WAIT per master"
+        );
+        assert_eq!(g.fences().len(), 4);
+        g.release().await.unwrap();
+        let before = client.stats().confirmations;
+        let g = multi.try_lock().await.unwrap().expect("free");
+        assert_eq!(
+            client.stats().confirmations - before,
+            3,
+            "one WAIT per master"
+        );
+        g.release().await.unwrap();
+    }
+    // one member busy: the multi-lock waits for it, and gets every member after it
+    let busy = multi.members().nth(1).unwrap().0.name().to_string();
+    let other = common::client(cluster, &p).await;
+    let blocker = other.rwlock(&busy).unwrap().write().await.unwrap();
+    let waiter = tokio::spawn({
+        let multi = multi.clone();
+        async move { multi.lock_timeout(Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    blocker.release().await.unwrap();
+    let g = waiter.await.unwrap().unwrap();
+    assert_eq!(g.fences().len(), 4);
+    g.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for name in &names {
+        let state = client.rwlock(name).unwrap().state().await.unwrap();
+        assert!(
+            state.holders.is_empty() && state.waiting_writers.is_empty(),
+            "{name}: {state:?}"
+        );
+    }
+    client.close().await;
+    other.close().await;
+}

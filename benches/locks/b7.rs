@@ -1,6 +1,8 @@
-//! B7: multi-locks of 3 names, one on each master: cycles/s uncontended (8 tasks, each
-//! on names of its own) and contended (8 tasks on the same 3 names), round trips per
-//! cycle, and the hand-off of all three from one holder to a waiting multi-lock.
+//! B7: multi-locks of 2, 3 and 4 names spread over the three masters (4: two on one
+//! master): cycles/s uncontended (8 tasks, each on names of its own) with the confirmed
+//! rounds (`WAIT`s the masters ran) and script calls per cycle; and, for 3 names,
+//! contended (8 tasks on the same names) and the hand-off of all three from one holder
+//! to a waiting multi-lock.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,26 +10,36 @@ use std::time::{Duration, Instant};
 
 use cluster_rwlock::{LockClient, Mode};
 
-use super::common::{pct, Bench, BoxError};
+use super::common::{command_calls, pct, Bench, BoxError};
 
-/// 3 names per set, one on each master (by the client's slot map), for `sets` sets.
-fn name_sets(client: &LockClient, sets: usize) -> Vec<Vec<String>> {
+/// `size` names per set, member `j` on master `j % 3` (by the client's slot map), for
+/// `sets` sets.
+fn name_sets(client: &LockClient, sets: usize, size: usize) -> Vec<Vec<String>> {
+    let per_master = sets * size.div_ceil(3);
     let mut by_master: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for i in 0.. {
         let name = format!("n{i}");
         let slot = client.rwlock(&name).unwrap().slot();
         let master = client.node_for_slot(slot).unwrap_or_default();
         let names = by_master.entry(master).or_default();
-        if names.len() < sets {
+        if names.len() < per_master {
             names.push(name);
         }
-        if by_master.len() >= 3 && by_master.values().all(|n| n.len() >= sets) {
+        if by_master.len() >= 3 && by_master.values().all(|n| n.len() >= per_master) {
             break;
         }
     }
-    let masters: Vec<&Vec<String>> = by_master.values().take(3).collect();
+    let mut masters: Vec<std::vec::IntoIter<String>> = by_master
+        .into_values()
+        .take(3)
+        .map(Vec::into_iter)
+        .collect();
     (0..sets)
-        .map(|s| masters.iter().map(|m| m[s].clone()).collect())
+        .map(|_| {
+            (0..size)
+                .map(|j| masters[j % 3].next().unwrap_or_default())
+                .collect()
+        })
         .collect()
 }
 
@@ -63,9 +75,66 @@ async fn cycles(
     Ok((n / began.elapsed().as_secs_f64(), trips / n.max(1.0)))
 }
 
+/// One multi-lock of free members at a time (lock, then release), `rounds` times: the
+/// `WAIT`s and `EVALSHA`s the masters ran per lock (the release's calls included, which
+/// are not confirmed).
+async fn rounds_per_lock(
+    client: &LockClient,
+    names: &[String],
+    rounds: usize,
+) -> Result<(f64, f64), BoxError> {
+    let multi = client.multi(names.iter().map(|n| (n.as_str(), Mode::Write)))?;
+    multi.lock().await?.release().await?; // warm-up
+    let (waits, evals) = (
+        command_calls(client.redis(), "wait").await?,
+        command_calls(client.redis(), "evalsha").await?,
+    );
+    for _ in 0..rounds {
+        multi.lock().await?.release().await?;
+    }
+    let per = |after: u64, before: u64| (after - before) as f64 / rounds as f64;
+    Ok((
+        per(command_calls(client.redis(), "wait").await?, waits),
+        per(command_calls(client.redis(), "evalsha").await?, evals),
+    ))
+}
+
 pub(crate) async fn b7(b: &mut Bench) -> Result<(), BoxError> {
     let client = b.client("b7", |c| c).await?;
-    let sets = name_sets(&client, 8);
+    for size in [2, 4] {
+        let sets = name_sets(&client, 8, size);
+        let (rate, trips) = cycles(b, &client, sets.clone()).await?;
+        b.report(
+            "B7",
+            &format!("multi-lock of {size} cycles/s, uncontended (8 tasks)"),
+            rate,
+            "1/s",
+            "",
+        );
+        b.report(
+            "B7",
+            &format!("round trips per cycle, multi-lock of {size}, uncontended"),
+            trips,
+            "",
+            "",
+        );
+        let (waits, evals) = rounds_per_lock(&client, &sets[0], b.count(50)).await?;
+        b.report(
+            "B7",
+            &format!("WAIT per lock of {size} free members, alone"),
+            waits,
+            "",
+            "one per master",
+        );
+        b.report(
+            "B7",
+            &format!("EVALSHA per lock + release of {size}, alone"),
+            evals,
+            "",
+            "",
+        );
+    }
+    let sets = name_sets(&client, 8, 3);
     let (rate, trips) = cycles(b, &client, sets.clone()).await?;
     b.report(
         "B7",

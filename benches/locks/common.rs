@@ -109,13 +109,20 @@ pub(crate) async fn node_client(host: &str, port: u16) -> Result<Client, BoxErro
 
 /// EVALSHA calls recorded by every master.
 pub(crate) async fn evalsha_calls(client: &Client) -> Result<u64, BoxError> {
+    command_calls(client, "evalsha").await
+}
+
+/// Calls of `command` (lower case, as `INFO commandstats` names it) recorded by every
+/// master.
+pub(crate) async fn command_calls(client: &Client, command: &str) -> Result<u64, BoxError> {
+    let prefix = format!("cmdstat_{command}:");
     let mut total = 0;
     for (h, p) in masters(client).await? {
         let c = node_client(&h, p).await?;
         let info: String = c.info(Some(fred::types::InfoKind::CommandStats)).await?;
         total += info
             .lines()
-            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .find(|l| l.starts_with(&prefix))
             .and_then(|l| {
                 l.split("calls=")
                     .nth(1)?

@@ -28,9 +28,12 @@
 //! connection, in that order, and no `CLIENT ID` around a batch is needed to prove it
 //! at run time (two commands a batch saved).
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 /// `WAIT wanted timeout_ms` after a batch, in the same round trip on the same
 /// connection.
@@ -81,15 +84,50 @@ const MAX_CALLS: usize = 256;
 #[derive(Clone)]
 pub(crate) struct Lane {
     jobs: mpsc::UnboundedSender<Job>,
+    plugs: Arc<Plugs>,
+}
+
+/// Callers that are handing the lane several calls at once (see [`Lane::plug`]).
+#[derive(Default)]
+struct Plugs {
+    count: AtomicUsize,
+    /// Told when the count falls to 0.
+    released: Notify,
+}
+
+/// While it lives, the lane's next batch waits for more calls (see [`Lane::plug`]).
+pub(crate) struct Plug {
+    plugs: Arc<Plugs>,
+}
+
+impl Drop for Plug {
+    fn drop(&mut self) {
+        if self.plugs.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.plugs.released.notify_waiters();
+        }
+    }
 }
 
 impl Lane {
-    /// The lane of `client`; its task runs on the current runtime until every clone of
-    /// the lane is dropped.
-    pub fn new(client: Client) -> Lane {
+    /// The lane of `client`, which counts the `WAIT`s it sends in `waits`; its task runs
+    /// on the current runtime until every clone of the lane is dropped.
+    pub fn new(client: Client, waits: Arc<AtomicU64>) -> Lane {
         let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_lane(client, rx));
-        Lane { jobs }
+        let plugs = Arc::new(Plugs::default());
+        tokio::spawn(run_lane(client, rx, waits, plugs.clone()));
+        Lane { jobs, plugs }
+    }
+
+    /// Holds the lane's next batch until the plug is dropped, so that calls handed to it
+    /// together (a multi-lock's attempts at its members, made in one poll) go in ONE
+    /// batch under one `WAIT`, even when the lane's task runs on another thread at once.
+    /// To be dropped right after those calls are handed over, with no wait between: the
+    /// lane's calls wait for it.
+    pub fn plug(&self) -> Plug {
+        self.plugs.count.fetch_add(1, Ordering::AcqRel);
+        Plug {
+            plugs: self.plugs.clone(),
+        }
     }
 
     /// Sends `calls` (`ASKING` before each when `asking`), with the `WAIT` of `confirm`,
@@ -133,8 +171,21 @@ fn failed(count: usize, e: fred::error::Error) -> Batch {
 
 /// The lane's task: a batch of every job waiting, sent as one pipeline, its replies
 /// handed back; then the next.
-async fn run_lane(client: Client, mut rx: mpsc::UnboundedReceiver<Job>) {
+async fn run_lane(
+    client: Client,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    waits: Arc<AtomicU64>,
+    plugs: Arc<Plugs>,
+) {
     while let Some(first) = rx.recv().await {
+        // a caller handing over several calls at once: wait until it is done
+        loop {
+            let released = plugs.released.notified();
+            if plugs.count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            released.await;
+        }
         let mut calls = first.calls.len();
         let mut jobs = vec![first];
         while calls < MAX_CALLS {
@@ -146,7 +197,7 @@ async fn run_lane(client: Client, mut rx: mpsc::UnboundedReceiver<Job>) {
                 Err(_) => break,
             }
         }
-        send_jobs(&client, jobs).await;
+        send_jobs(&client, jobs, &waits).await;
     }
 }
 
@@ -161,7 +212,7 @@ fn combined(jobs: &[Job]) -> Option<Confirm> {
         })
 }
 
-async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
+async fn send_jobs(client: &Client, mut jobs: Vec<Job>, waits: &AtomicU64) {
     let confirm = combined(&jobs);
     let pipeline = client.pipeline();
     // the reply index of each call of each job
@@ -182,6 +233,7 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>) {
         replies_of.push(indexes);
     }
     if let Some(c) = confirm {
+        waits.fetch_add(1, Ordering::Relaxed);
         let timeout = i64::try_from(c.timeout_ms.max(1)).unwrap_or(i64::MAX);
         queue(
             &pipeline,

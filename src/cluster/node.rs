@@ -2,6 +2,8 @@
 //! subscriber. Each is a fred client of its own (centralized), so a node that hangs
 //! stalls only the commands sent to it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
@@ -27,6 +29,8 @@ pub(crate) struct Connector {
     template: Config,
     timeout: Duration,
     connections: usize,
+    /// `WAIT`s sent by the lanes of every node (see `LockClient::stats`).
+    waits: Arc<AtomicU64>,
 }
 
 impl Connector {
@@ -35,7 +39,13 @@ impl Connector {
             template,
             timeout,
             connections: connections.max(1),
+            waits: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// `WAIT`s sent so far by the lanes of the nodes this connector made.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
     }
 
     /// The config every connection is made from (TLS included), built once at connect.
@@ -111,7 +121,10 @@ impl Connector {
         }
         Ok(Node {
             addr: addr.to_string(),
-            lanes: clients.iter().cloned().map(Lane::new).collect(),
+            lanes: clients
+                .iter()
+                .map(|c| Lane::new(c.clone(), self.waits.clone()))
+                .collect(),
             clients,
         })
     }

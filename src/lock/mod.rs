@@ -245,6 +245,21 @@ impl RwLock {
         Ok(self.any_guard(hold))
     }
 
+    /// Holds the next batch of the lane this lock's calls take (see `cluster::lane`).
+    pub(crate) fn plug(&self) -> Option<crate::cluster::lane::Plug> {
+        self.raw.plug()
+    }
+
+    /// Whether a multi-lock of this client lately found this lock's slot busy.
+    pub(crate) fn contended_lately(&self, now: tokio::time::Instant) -> bool {
+        self.raw.contended_lately(now)
+    }
+
+    /// A multi-lock found this lock busy at `now`.
+    pub(crate) fn mark_contended(&self, now: tokio::time::Instant) {
+        self.raw.mark_contended(now);
+    }
+
     /// One attempt at a hold of `mode`: `try_read` and the others, for a mode chosen at
     /// run time.
     pub(crate) async fn try_any(&self, mode: Mode) -> Result<Option<AnyGuard>> {

@@ -537,19 +537,23 @@ async fn python_redis_lock_b2(ranges: &[(u16, u16, String)], count: usize) {
         .args([script, host, port, &count.to_string()])
         .output()
         .await;
-    let parsed = out.as_ref().ok().filter(|o| o.status.success()).and_then(|o| {
-        let text = String::from_utf8_lossy(&o.stdout);
-        let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
-        Some((it.next()??, it.next()??))
-    });
+    let parsed = out
+        .as_ref()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+            Some((it.next()??, it.next()??))
+        });
     match parsed {
         Some((p50, p99)) => {
             println!("| {who} | {p50:.2} | {p99:.2} |");
             println!(r#"{{"bench":"B2-peers","who":"{who}","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
         }
-        None => println!(
-            "| {who} | not measured (`pip install python-redis-lock` for this row) | |"
-        ),
+        None => {
+            println!("| {who} | not measured (`pip install python-redis-lock` for this row) | |")
+        }
     }
 }
 
