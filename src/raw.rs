@@ -227,7 +227,14 @@ impl RawLock {
                 }
                 let in_flight = &in_flight;
                 async move {
-                    let on = inner.on(&c, key, Confirmed::No);
+                    // straight to the connection, not through its lane: a release needs no
+                    // confirmation, and behind a batch on the wire it would wait for that
+                    // batch's reply and then for a batch of its own. On the connection it
+                    // runs right after the batch (in order: its acquire was answered
+                    // before). Other unconfirmed calls keep to the lane: a withdrawal
+                    // must not overtake the attempt it undoes.
+                    let mut on = inner.on(&c, key, Confirmed::No);
+                    on.direct = true;
                     let reply = inner.scripts.release(on, owner, id).await;
                     if reply.is_ok() || redirected(&reply) {
                         in_flight.store(false, Ordering::Release);
