@@ -185,8 +185,10 @@ mod tests {
     /// (see `cluster::lane`): a connection made from any template keeps that setting.
     #[test]
     fn commands_are_written_at_most_once() {
-        let mut template = Config::default();
-        template.fail_fast = true;
+        let template = Config {
+            fail_fast: true,
+            ..Default::default()
+        };
         let connector = Connector::new(template, Duration::from_secs(1), 2);
         for fail_fast in [true, false] {
             let builder = connector.builder("127.0.0.1:7000", fail_fast).unwrap();

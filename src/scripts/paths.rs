@@ -60,7 +60,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let node = node_for(cluster, &fast_key, &fast).await;
     general.load_all(&node).await.unwrap();
     let counters = Counters::default();
-    let lane = Lane::new(node.clone());
+    let lane = Lane::new(node.clone(), Default::default());
     let on = |key| On {
         client: &node,
         lane: &lane,
@@ -145,7 +145,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     let scripts = Scripts::new("spublish");
     let node = node_for(cluster, &key, &scripts).await;
     let counters = Counters::default();
-    let lane = Lane::new(node.clone());
+    let lane = Lane::new(node.clone(), Default::default());
     let on = On {
         client: &node,
         lane: &lane,
@@ -254,7 +254,7 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
     });
     let out = scripts
         .renew_pipeline(
-            &Lane::new(node.clone()),
+            &Lane::new(node.clone(), Default::default()),
             &counters,
             LEASE_MS,
             &items,
