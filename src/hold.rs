@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::lease::HoldState;
 use crate::mode::Mode;
 use crate::observe;
-use crate::raw::RawLock;
+use crate::raw::{After, RawLock};
 
 /// How long an upgrade waits for the plain readers to leave.
 #[derive(Debug, Clone, Copy)]
@@ -198,7 +198,13 @@ impl Hold {
         // followed through failovers for up to a lease: after that the hold is gone anyway
         let released = self
             .raw
-            .release(&self.owner, self.id, self.fence, self.raw.release_budget())
+            .release(
+                &self.owner,
+                self.id,
+                self.fence,
+                self.raw.release_budget(),
+                After::Answered,
+            )
             .await;
         self.done = true;
         let released = released?;
@@ -271,7 +277,9 @@ impl Hold {
 fn give_back(raw: RawLock, owner: Arc<str>, id: u64) {
     raw.clone().spawn(async move {
         // (what it found does not matter: nobody is told)
-        let _ = raw.release(&owner, id, 0, raw.release_budget()).await;
+        let _ = raw
+            .release(&owner, id, 0, raw.release_budget(), After::Answered)
+            .await;
     });
 }
 

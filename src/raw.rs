@@ -209,12 +209,19 @@ impl RawLock {
     /// fence is still the hold's own, so that nothing was granted or forced since (a
     /// forced release raises the fence). Otherwise false: the caller is told it may have
     /// lost the hold, never that all was well when that is not known.
+    ///
+    /// `after` says what the release follows: a grant whose reply was read (it goes
+    /// straight to the connection: a release needs no confirmation, and behind a batch
+    /// on the wire it would wait for that batch's reply and then for a batch of its own),
+    /// or an attempt that may still wait in the connection's lane (it goes through the
+    /// lane, after that attempt, so that it never overtakes the grant it undoes).
     pub async fn release(
         &self,
         owner: &str,
         id: u64,
         fence: u64,
         budget: Duration,
+        after: After,
     ) -> Result<bool> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
@@ -227,14 +234,10 @@ impl RawLock {
                 }
                 let in_flight = &in_flight;
                 async move {
-                    // straight to the connection, not through its lane: a release needs no
-                    // confirmation, and behind a batch on the wire it would wait for that
-                    // batch's reply and then for a batch of its own. On the connection it
-                    // runs right after the batch (in order: its acquire was answered
-                    // before). Other unconfirmed calls keep to the lane: a withdrawal
-                    // must not overtake the attempt it undoes.
                     let mut on = inner.on(&c, key, Confirmed::No);
-                    on.direct = true;
+                    if after == After::Answered {
+                        on.direct = true;
+                    }
                     let reply = inner.scripts.release(on, owner, id).await;
                     if reply.is_ok() || redirected(&reply) {
                         in_flight.store(false, Ordering::Release);
@@ -341,6 +344,16 @@ impl RawLock {
     {
         self.inner.call(self.slot, op).await
     }
+}
+
+/// What a release follows (see [`RawLock::release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// A grant whose reply was read: nothing of it waits in a lane.
+    Answered,
+    /// An attempt that may still wait in its connection's lane (a cancelled or undone
+    /// attempt): the release must come after it.
+    Attempt,
 }
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.

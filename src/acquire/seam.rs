@@ -135,7 +135,8 @@ impl Seam for RawLock {
         fence: u64,
         budget: Duration,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        RawLock::release(self, owner, id, fence, budget)
+        // the policy gives back what an attempt it gave up on may have granted
+        RawLock::release(self, owner, id, fence, budget, crate::raw::After::Attempt)
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         RawLock::spawn(self, task)
