@@ -3,7 +3,6 @@
 //! for rslock, on the same cluster in the same run.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,20 +79,9 @@ pub(crate) async fn commands(masters: &[Client]) -> BTreeMap<String, u64> {
             .custom(cmd, vec!["commandstats"])
             .await
             .unwrap_or_default();
-        for line in info.lines() {
-            let Some(rest) = line.strip_prefix("cmdstat_") else {
-                continue;
-            };
-            let Some((name, fields)) = rest.split_once(':') else {
-                continue;
-            };
-            let calls = fields
-                .split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
+        for (name, calls) in crate::cmdstats(&info, "calls") {
             if name != "info" {
-                *all.entry(name.to_string()).or_default() += calls;
+                *all.entry(name.to_string()).or_default() += calls as u64;
             }
         }
     }
@@ -132,32 +120,14 @@ fn contended(
     }
 }
 
-/// `tasks` contenders run `cycle` for `secs`; the grants.
+/// `tasks` contenders run `cycle` for `secs`; the grants, once every contender ended
+/// its last cycle (the commands are read after that too).
 async fn contend<F, Fut>(tasks: usize, secs: Duration, cycle: F) -> u64
 where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let handles: Vec<_> = (0..tasks)
-        .map(|i| {
-            let (stop, done, cycle) = (stop.clone(), done.clone(), cycle.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    if cycle(i).await {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(secs).await;
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        let _ = h.await;
-    }
-    done.load(Ordering::Relaxed)
+    crate::run_for(tasks, secs, cycle).await.total
 }
 
 /// Contenders on one name, each: write, hold 2 ms, release.

@@ -61,6 +61,26 @@ where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
+    let run = run_for(tasks_n, secs, cycle).await;
+    run.at_stop as f64 / run.took.as_secs_f64()
+}
+
+/// What [`run_for`] counted.
+pub(crate) struct Run {
+    /// Cycles done when the tasks were told to stop, `took` after the start.
+    pub at_stop: u64,
+    pub took: Duration,
+    /// Cycles done once every task finished the cycle it was in.
+    pub total: u64,
+}
+
+/// Runs `cycle(task index)` from `tasks_n` tasks, each until `secs` have passed and its
+/// cycle ended; a cycle counts when it returns true.
+pub(crate) async fn run_for<F, Fut>(tasks_n: usize, secs: Duration, cycle: F) -> Run
+where
+    F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -77,12 +97,33 @@ where
     let began = Instant::now();
     tokio::time::sleep(secs).await;
     stop.store(true, Ordering::Relaxed);
-    let n = done.load(Ordering::Relaxed);
+    let at_stop = done.load(Ordering::Relaxed);
     let took = began.elapsed();
     for t in tasks {
         let _ = t.await;
     }
-    n as f64 / took.as_secs_f64()
+    Run {
+        at_stop,
+        took,
+        total: done.load(Ordering::Relaxed),
+    }
+}
+
+/// The `cmdstat_` lines of an `INFO` reply: each command's name and one of its fields
+/// (`calls`, `usec`, ...) as a number.
+pub(crate) fn cmdstats<'a>(
+    info: &'a str,
+    field: &'a str,
+) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    info.lines().filter_map(move |line| {
+        let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+        let value = fields
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))?
+            .parse()
+            .ok()?;
+        Some((name, value))
+    })
 }
 
 async fn ours(
@@ -315,22 +356,14 @@ impl Probe {
                 .custom(cmd, vec!["everything"])
                 .await
                 .unwrap_or_default();
+            if *master {
+                s.command_us += cmdstats(&info, "usec")
+                    .filter(|(name, _)| ["evalsha", "evalsha_ro", "eval", "set"].contains(name))
+                    .map(|(_, usec)| usec)
+                    .sum::<f64>();
+            }
             for line in info.lines() {
-                if let Some(rest) = line.strip_prefix("cmdstat_") {
-                    let sent = ["evalsha:", "evalsha_ro:", "eval:", "set:"]
-                        .iter()
-                        .any(|c| rest.starts_with(c));
-                    if !*master || !sent {
-                        continue;
-                    }
-                    if let Some(usec) = rest
-                        .split(',')
-                        .find_map(|kv| kv.strip_prefix("usec="))
-                        .and_then(|v| v.parse::<f64>().ok())
-                    {
-                        s.command_us += usec;
-                    }
-                } else if let Some(v) = line
+                if let Some(v) = line
                     .strip_prefix("used_cpu_user:")
                     .or_else(|| line.strip_prefix("used_cpu_sys:"))
                 {
