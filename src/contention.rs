@@ -27,12 +27,6 @@ pub(crate) struct Contention {
     marks: Box<[AtomicU64]>,
 }
 
-impl Default for Contention {
-    fn default() -> Self {
-        Contention::new()
-    }
-}
-
 impl Contention {
     pub fn new() -> Contention {
         Contention {

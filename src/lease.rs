@@ -154,7 +154,7 @@ impl Keeper {
     }
 
     pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<LockOwner, Owned>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.entries)
     }
 
     /// Starts renewing hold `id` of `owner` on lock `key`, believed until its state
