@@ -37,6 +37,8 @@ pub struct NativeCluster {
     /// The nodes' ports (their TLS ports on a TLS cluster), in start order.
     pub ports: Vec<u16>,
     nodes: Vec<Option<Child>>,
+    /// Held while the cluster lives: no other cluster takes its block of ports.
+    _ports_lock: std::fs::File,
 }
 
 impl Drop for NativeCluster {
@@ -165,26 +167,6 @@ fn client_certificate(dir: &Path) {
     );
 }
 
-/// A block of six ports whose cluster bus ports (+10000) are free too.
-fn free_ports() -> Vec<u16> {
-    // clusters of one process start at once: each call looks at blocks of its own
-    static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let seed = (std::process::id() as u16).wrapping_add(call.wrapping_mul(401));
-    for attempt in 0..200u16 {
-        let base = 21000 + (seed.wrapping_add(attempt * 37) % 800) * 10;
-        let ports: Vec<u16> = (base..base + 6).collect();
-        let free = ports.iter().all(|&p| {
-            std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
-                && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok()
-        });
-        if free {
-            return ports;
-        }
-    }
-    panic!("no free block of ports");
-}
-
 /// `redis-cli` to the node on `port`, over TLS when `tls`, with the password.
 fn cli(dir: &Path, port: u16, tls: bool) -> std::process::Command {
     let mut cmd = std::process::Command::new("redis-cli");
@@ -244,7 +226,9 @@ impl NativeCluster {
         std::fs::create_dir_all(&dir).unwrap();
         certificates(&dir);
         client_certificate(&dir);
-        let ports = free_ports();
+        // the test bed's blocks (below the ephemeral range, locked while in use)
+        let (base, ports_lock) = crate::ports::pick_ports().expect("a free block of ports");
+        let ports: Vec<u16> = (base..base + 6).collect();
         let mut nodes = Vec::new();
         for &port in &ports {
             let node_dir = dir.join(port.to_string());
@@ -286,6 +270,7 @@ impl NativeCluster {
             dir,
             ports,
             nodes,
+            _ports_lock: ports_lock,
         };
         for &port in &cluster.ports {
             cluster.wait_for(port, "PING", "PONG").await;
