@@ -126,10 +126,8 @@ impl Shared {
                 (n, timeout)
             }
         };
-        let timeout = match deadline {
-            Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
-            None => timeout,
-        };
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let timeout = wait_timeout(timeout, left, self.config.command_timeout);
         Some(Confirm {
             wanted,
             timeout_ms: u64::try_from(timeout.as_millis())
@@ -140,5 +138,29 @@ impl Shared {
 
     pub fn lease_ms(&self) -> u64 {
         u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// How long a `WAIT` may block: the durability's timeout, not past the caller's deadline
+/// (`left`), and at most half the command timeout: a `WAIT` that blocks as long as the
+/// command timeout would make its batch time out (or its connection count as
+/// unresponsive and close), and the calls it was to confirm would end with an unknown
+/// outcome instead of a confirmed or unconfirmed one.
+fn wait_timeout(timeout: Duration, left: Option<Duration>, command_timeout: Duration) -> Duration {
+    let timeout = left.map_or(timeout, |l| timeout.min(l));
+    timeout.min(command_timeout / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_never_blocks_past_the_deadline_or_half_the_command_timeout() {
+        let ms = Duration::from_millis;
+        assert_eq!(wait_timeout(ms(500), None, ms(5000)), ms(500));
+        assert_eq!(wait_timeout(ms(500), Some(ms(120)), ms(5000)), ms(120));
+        assert_eq!(wait_timeout(ms(500), None, ms(300)), ms(150));
+        assert_eq!(wait_timeout(ms(6000), Some(ms(9000)), ms(5000)), ms(2500));
     }
 }

@@ -26,7 +26,17 @@
 //!
 //! So an `EVALSHA` and the `WAIT` after it that both have a reply ran on the same
 //! connection, in that order, and no `CLIENT ID` around a batch is needed to prove it
-//! at run time (two commands a batch saved).
+//! at run time (two commands a batch saved). A second guard: the commands of a pipeline
+//! share one reply channel, and the first error fails the whole pipeline (`try_all`
+//! returns fewer replies than were queued, and every call of the batch fails).
+//!
+//! What must stay so (the Redis client's code, read for this): its `replicas` feature
+//! off (with it, a command that finds no connection gets its attempt back and is written
+//! on the next one); no per-command option that raises the attempts; `WAIT` sent as a
+//! non-blocking command, so that the client's check for unresponsive connections still
+//! covers it; and a `WAIT` timeout well below the command timeout (see
+//! `Shared::confirm_with`: at most half), so that a batch ends confirmed or not, not
+//! timed out.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! The scripts on a live server (the test bed's cluster, cargo feature `cluster-tests`):
 //! the fast paths (`fast_acquire.lua`, `fast_release.lua`) and the general path
 //! (`lib.lua` with `acquire.lua` / `release.lua`) leave the same hash (the same fields,
-//! the same values but for the clock's digits, and the same TTL); an upgrade that gives
+//! the same values but for the clock's digits, and the same TTL, but that a tombstone
+//! left by the fast path keeps its grant's, which is longer); an upgrade that gives
 //! up keeps its upgradable hold.
 
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ use super::{Attempt, Confirm, Counters, Intent, Lane, On, RenewItem, Scripts, Ta
 use crate::mode::Mode;
 
 const LEASE_MS: u64 = 30_000;
+/// `FENCE_MEMORY` of `lua/layout.lua`.
+const FENCE_MEMORY_MS: i64 = 60_000;
 
 /// A value with every run of 10 or more digits (fences and deadlines: the server's
 /// clock) replaced by `#`.
@@ -109,11 +112,18 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         eprintln!("paths: step {step}, released: fast {f:?}, general {g:?}");
         assert_eq!(f.0, g.0, "step {step}: the tombstone");
         assert_eq!(f.0.len(), 1, "step {step}: the summary alone: {f:?}");
+        // the general path sets FENCE_MEMORY from now; the fast path keeps the grant's
+        // TTL (FENCE_MEMORY past a deadline that has not passed): longer, never shorter
         assert!(
-            (f.1 - g.1).abs() < 1_000,
-            "step {step}: TTLs {} and {}",
-            f.1,
+            (g.1 - FENCE_MEMORY_MS).abs() < 1_000,
+            "step {step}: general path's tombstone TTL {}",
             g.1
+        );
+        assert!(
+            f.1 > FENCE_MEMORY_MS + LEASE_MS as i64 - 2_000
+                && f.1 <= FENCE_MEMORY_MS + LEASE_MS as i64,
+            "step {step}: fast path's tombstone TTL {} (the grant's)",
+            f.1
         );
     }
     let _: i64 = node.del(vec![fast_key, general_key]).await.unwrap();
