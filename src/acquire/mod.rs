@@ -197,7 +197,7 @@ async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Opt
         from: ask.upgrade_from(),
         armed: true,
     };
-    let outcome = attempt(lock, &owner, ask, id, false, None).await;
+    let outcome = attempt(lock, &owner, ask, id, false, false, None).await;
     leftovers.armed = matches!(
         outcome,
         Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_))
@@ -273,6 +273,8 @@ async fn wait_loop<L: Seam>(
     let refresh = lock.config().lease / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
+    // the last attempt found the lock busy: the next skips the script's fast path
+    let mut busy = false;
     loop {
         if sub.is_none() {
             if let Some(join) = lock.join() {
@@ -284,7 +286,7 @@ async fn wait_loop<L: Seam>(
         }
         leftovers.armed = true;
         *attempts += 1;
-        let attempt = attempt(lock, &owner, ask, id, true, attempt_deadline);
+        let attempt = attempt(lock, &owner, ask, id, true, busy, attempt_deadline);
         let Some(outcome) = within(attempt_deadline, attempt).await else {
             give_up!();
         };
@@ -298,6 +300,7 @@ async fn wait_loop<L: Seam>(
                 return Ok(hold);
             }
             Ok(Outcome::Busy(wait_ms)) => {
+                busy = true;
                 // a writer may be handed the lock until it withdraws
                 leftovers.armed = write;
                 // a queue entry lives one lease: come back before it lapses
@@ -399,7 +402,8 @@ async fn abandon<L: Seam>(
     }
 }
 
-/// One attempt (`wait`: the caller waits if it fails). Cancel safety comes from the
+/// One attempt (`wait`: the caller waits if it fails; `busy`: its last attempt found the
+/// lock busy, so the script's path for a free lock is skipped). Cancel safety comes from the
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
 /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
 /// so a grant that lands for a caller who is gone is released at once (and a queued
@@ -411,6 +415,7 @@ async fn attempt<L: Seam>(
     ask: Ask,
     id: u64,
     wait: bool,
+    busy: bool,
     deadline: Option<Instant>,
 ) -> Result<Outcome> {
     let sent = Instant::now();
@@ -418,6 +423,7 @@ async fn attempt<L: Seam>(
         Ask::Hold(mode) | Ask::Again(mode) => {
             let intent = match (ask, wait) {
                 (Ask::Again(_), _) => Intent::Again,
+                (_, true) if busy => Intent::WaitBusy,
                 (_, true) => Intent::Wait,
                 (_, false) => Intent::Try,
             };

@@ -11,7 +11,8 @@
 -- ARGV[5]  '1': the caller waits if this attempt fails: a writer joins the queue (or
 --          keeps its place), a reader (or upgradable reader) leaves its mark so that
 --          releases wake it; '2': granted only if the owner holds already (a guard
---          taking another hold as its owner), never waits
+--          taking another hold as its owner), never waits; '3': as '1', from a caller
+--          whose last attempt found the lock busy (fast_acquire.lua is skipped)
 -- Returns
 --   {1, fence}    granted (fence as a decimal string)
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
@@ -62,7 +63,7 @@ if granted then
   return {1, f}
 end
 
-if ARGV[5] == '1' then
+if ARGV[5] == '1' or ARGV[5] == '3' then
   if mode == 'w' then
     local q = queued_entry(owner)
     if q == false then return {-4, 'q:' .. owner} end

@@ -5,11 +5,13 @@
 -- every other case (another summary, a key of another type or layout, arguments the
 -- general script would refuse) it does nothing and the general script decides.
 --
--- KEYS, ARGV: as acquire.lua ('2', a hold granted only to an owner that holds already,
---             is never granted on a free lock, so it takes the general path)
+-- KEYS, ARGV: as acquire.lua; only ARGV[5] '0' and '1' take this path ('2', a hold
+--             granted only to an owner that holds already, is never granted on a free
+--             lock; '3' comes from a waiter whose last attempt found the lock busy, so
+--             it is most likely still busy and this path's read would be wasted)
 -- Returns
 --   {1, fence}   granted; otherwise falls through
-if ARGV[5] ~= '2' then
+if ARGV[5] == '1' or ARGV[5] == '0' then
   -- the lease as the client sends it, digits only: PEXPIRE takes a string as it is
   local m, lease = ARGV[1], ARGV[4]
   local s = redis.pcall('HGET', KEYS[1], 's')

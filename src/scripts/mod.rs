@@ -197,6 +197,10 @@ pub(crate) enum Intent {
     Wait,
     /// Granted only if the owner holds already (reentrant on purpose); never waits.
     Again,
+    /// As `Wait`, from a caller whose last attempt found the lock busy: the script skips
+    /// its fast path (for a free lock), whose read would be wasted (one call less per
+    /// attempt of a waiter).
+    WaitBusy,
 }
 
 impl Intent {
@@ -205,6 +209,7 @@ impl Intent {
             Intent::Try => "0",
             Intent::Wait => "1",
             Intent::Again => "2",
+            Intent::WaitBusy => "3",
         }
     }
 }
@@ -269,8 +274,8 @@ mod tests {
             ["r", "w", "u"]
         );
         assert_eq!(
-            [Intent::Try, Intent::Wait, Intent::Again].map(Intent::arg),
-            ["0", "1", "2"]
+            [Intent::Try, Intent::Wait, Intent::Again, Intent::WaitBusy].map(Intent::arg),
+            ["0", "1", "2", "3"]
         );
     }
 

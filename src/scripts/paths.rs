@@ -130,6 +130,62 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     let _ = node.quit().await;
 }
 
+/// A waiter whose last attempt found the lock busy (`Intent::WaitBusy`) skips the fast
+/// path: on a free lock it is granted all the same, and leaves the general path's hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general_path() {
+    let cluster = TestCluster::shared().await.expect("test cluster");
+    let prefix = format!("t-busy-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let (busy_key, general_key) = (
+        format!("{prefix}:{{busy}}:fast"),
+        format!("{prefix}:{{busy}}:general"),
+    );
+    let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
+    let node = node_for(cluster, &busy_key, &fast).await;
+    general.load_all(&node).await.unwrap();
+    let counters = Counters::default();
+    let lane = Lane::new(node.clone(), Default::default());
+    let on = |key| On {
+        client: &node,
+        lane: &lane,
+        direct: false,
+        asking: false,
+        counters: &counters,
+        target: Target { key, confirm: None },
+    };
+    for (scripts, key, intent) in [
+        (&fast, &busy_key, Intent::WaitBusy),
+        (&general, &general_key, Intent::Wait),
+    ] {
+        let a = scripts
+            .acquire(on(key), Mode::Write, "owner-1", 1, LEASE_MS, intent)
+            .await
+            .unwrap();
+        assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
+    }
+    let (b, g) = (
+        snapshot(&node, &busy_key).await,
+        snapshot(&node, &general_key).await,
+    );
+    assert_eq!(b.0, g.0, "the grant's hash");
+    assert!((b.1 - g.1).abs() < 1_000, "TTLs {} and {}", b.1, g.1);
+    // busy for another owner: queued, not granted
+    let a = fast
+        .acquire(
+            on(&busy_key),
+            Mode::Write,
+            "owner-2",
+            1,
+            LEASE_MS,
+            Intent::WaitBusy,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
+    let _: i64 = node.del(vec![busy_key, general_key]).await.unwrap();
+    let _ = node.quit().await;
+}
+
 /// A node client for the master of `key`'s slot, with the scripts loaded.
 async fn node_for(cluster: &TestCluster, key: &str, scripts: &Scripts) -> Client {
     let slot = crate::slot::key_slot(key.as_bytes());

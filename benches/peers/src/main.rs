@@ -155,6 +155,14 @@ async fn ours(
         }
     })
     .await;
+    // how well batches gather: WAITs and round trips per acquire attempt
+    let stats = client.stats();
+    let attempts = stats.attempts.max(1) as f64;
+    println!(
+        r#"{{"bench":"B1-batching","durability":"{durability:?}","tasks":{tasks},"waits_per_attempt":{:.3},"round_trips_per_attempt":{:.3}}}"#,
+        stats.confirmations as f64 / attempts,
+        stats.round_trips as f64 / attempts
+    );
     client.close().await;
     Ok(rate)
 }
