@@ -48,12 +48,15 @@
 //! functions that write these encodings open `lua/lib.lua`).
 //! The two calls of an uncontended cycle have fast paths, which run next and write
 //! exactly what the general part would write, without its parsing and bookkeeping (a
-//! test runs both on a live server and compares the hashes they leave):
+//! test runs both on a live server and compares the hashes they leave and their TTLs):
 //! `lua/fast_acquire.lua` (the lock is free: no hash, or a tombstone; `HGET` of the
 //! summary, `TIME`, one `HSET` of the summary, the owner's entry and `w`/`u`, `PEXPIRE`)
 //! and `lua/fast_release.lua` (one `HMGET` of the summary and the caller's entry; the
 //! caller's one hold is the lock's only hold and nobody waits: `TIME` tells no entry
-//! has expired, then `HDEL`, `HSET` of the tombstone's summary, `PEXPIRE`). Anything else
+//! has expired, then `HDEL` and `HSET` of the tombstone's summary; the key's TTL is
+//! kept, a minute past a deadline that has not passed, so the tombstone lives a minute
+//! or more, where the general part sets a minute from now). An attempt of a waiter that
+//! found the lock busy last time (intent `3`) skips the fast path. Anything else
 //! goes on to `lua/head.lua` (the summary and the caller's entries in one `HMGET`),
 //! `lua/lib.lua` and the script's file. Each call sends one key and only the arguments
 //! its script reads: the release channel, `<key>:released`, is named by the scripts.
