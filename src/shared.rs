@@ -142,13 +142,14 @@ impl Shared {
 }
 
 /// How long a `WAIT` may block: the durability's timeout, not past the caller's deadline
-/// (`left`), and at most half the command timeout: a `WAIT` that blocks as long as the
-/// command timeout would make its batch time out (or its connection count as
-/// unresponsive and close), and the calls it was to confirm would end with an unknown
-/// outcome instead of a confirmed or unconfirmed one.
+/// (`left`), and at most three quarters of the command timeout: a `WAIT` that blocks as
+/// long as the command timeout would make its batch time out and its connection count as
+/// unresponsive and close (failing every other call on it), and the calls it was to
+/// confirm would end with an unknown outcome instead of a confirmed or unconfirmed one.
+/// The last quarter is for the round trip and the batch's wait in its lane.
 fn wait_timeout(timeout: Duration, left: Option<Duration>, command_timeout: Duration) -> Duration {
     let timeout = left.map_or(timeout, |l| timeout.min(l));
-    timeout.min(command_timeout / 2)
+    timeout.min(command_timeout - command_timeout / 4)
 }
 
 #[cfg(test)]
@@ -156,11 +157,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_wait_never_blocks_past_the_deadline_or_half_the_command_timeout() {
+    fn a_wait_never_blocks_past_the_deadline_or_most_of_the_command_timeout() {
         let ms = Duration::from_millis;
         assert_eq!(wait_timeout(ms(500), None, ms(5000)), ms(500));
         assert_eq!(wait_timeout(ms(500), Some(ms(120)), ms(5000)), ms(120));
-        assert_eq!(wait_timeout(ms(500), None, ms(300)), ms(150));
-        assert_eq!(wait_timeout(ms(6000), Some(ms(9000)), ms(5000)), ms(2500));
+        assert_eq!(wait_timeout(ms(500), None, ms(300)), ms(225));
+        assert_eq!(wait_timeout(ms(6000), Some(ms(9000)), ms(5000)), ms(3750));
     }
 }

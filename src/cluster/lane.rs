@@ -35,7 +35,7 @@
 //! on the next one); no per-command option that raises the attempts; `WAIT` sent as a
 //! non-blocking command, so that the client's check for unresponsive connections still
 //! covers it; and a `WAIT` timeout well below the command timeout (see
-//! `Shared::confirm_with`: at most half), so that a batch ends confirmed or not, not
+//! `Shared::confirm_with`: at most three quarters), so that a batch ends confirmed or not, not
 //! timed out.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

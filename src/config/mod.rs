@@ -60,8 +60,8 @@ pub enum Durability {
     /// caller's deadline). A master with no such replica confirms at once: nothing could
     /// be promoted in its place (this is logged and counted, see the metrics).
     Replicated {
-        /// How long to wait for the replicas' acknowledgement (never more than half the
-        /// command timeout, nor past the caller's deadline).
+        /// How long to wait for the replicas' acknowledgement (never more than three
+        /// quarters of the command timeout, nor past the caller's deadline).
         timeout: Duration,
     },
     /// `WAIT` for at least `count` replicas, however many the master has; with fewer,
@@ -69,8 +69,8 @@ pub enum Durability {
     Replicas {
         /// Replicas required.
         count: u32,
-        /// How long to wait for their acknowledgement (never more than half the command
-        /// timeout, nor past the caller's deadline).
+        /// How long to wait for their acknowledgement (never more than three quarters of
+        /// the command timeout, nor past the caller's deadline).
         timeout: Duration,
     },
     /// No confirmation: a grant counts as soon as the master made it. Faster, and unsafe
