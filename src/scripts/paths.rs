@@ -35,8 +35,11 @@ fn clockless(v: &str) -> String {
     out
 }
 
+/// A hash, its values without the clock's digits, and its TTL.
+type Snapshot = (BTreeMap<String, String>, i64);
+
 /// The hash at `key`, values without the clock's digits, and its TTL.
-async fn snapshot(node: &Client, key: &str) -> (BTreeMap<String, String>, i64) {
+async fn snapshot(node: &Client, key: &str) -> Snapshot {
     let fields: std::collections::HashMap<String, String> = node.hgetall(key).await.unwrap();
     let ttl: i64 = node.pttl(key).await.unwrap();
     let fields = fields
@@ -46,33 +49,81 @@ async fn snapshot(node: &Client, key: &str) -> (BTreeMap<String, String>, i64) {
     (fields, ttl)
 }
 
+/// Both script sets on one master: the fast paths' on `fast_key`, the general path's
+/// alone on `general_key`, two keys of one slot.
+struct TwoPaths {
+    fast: Scripts,
+    general: Scripts,
+    fast_key: String,
+    general_key: String,
+    node: Client,
+    counters: Counters,
+    lane: Lane,
+}
+
+impl TwoPaths {
+    /// On the shared cluster, under keys of a fresh prefix `t-<tag>-…` in `{<tag>}`'s slot.
+    async fn new(tag: &str) -> TwoPaths {
+        let cluster = TestCluster::shared().await.expect("test cluster");
+        let prefix = format!(
+            "t-{tag}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let (fast_key, general_key) = (
+            format!("{prefix}:{{{tag}}}:fast"),
+            format!("{prefix}:{{{tag}}}:general"),
+        );
+        let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
+        let node = node_for(cluster, &fast_key, &fast).await;
+        general.load_all(&node).await.unwrap();
+        let lane = Lane::new(node.clone(), Default::default());
+        TwoPaths {
+            fast,
+            general,
+            fast_key,
+            general_key,
+            node,
+            counters: Counters::default(),
+            lane,
+        }
+    }
+
+    /// A call on `key`, through the lane, without confirmation.
+    fn on<'a>(&'a self, key: &'a str) -> On<'a> {
+        On {
+            client: &self.node,
+            lane: &self.lane,
+            direct: false,
+            asking: false,
+            counters: &self.counters,
+            target: Target { key, confirm: None },
+        }
+    }
+
+    /// The two hashes (values without the clock's digits) and their TTLs: fast, general.
+    async fn snapshots(&self) -> (Snapshot, Snapshot) {
+        (
+            snapshot(&self.node, &self.fast_key).await,
+            snapshot(&self.node, &self.general_key).await,
+        )
+    }
+
+    /// Removes both keys and closes the connection.
+    async fn remove(self) {
+        let _: i64 = self
+            .node
+            .del(vec![self.fast_key.clone(), self.general_key.clone()])
+            .await
+            .unwrap();
+        let _ = self.node.quit().await;
+    }
+}
+
 /// Runs the same steps with both script sets on two keys of one slot and compares the
 /// hashes after each step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fast_and_general_paths_leave_the_same_hash() {
-    let cluster = TestCluster::shared().await.expect("test cluster");
-    let prefix = format!(
-        "t-paths-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let (fast_key, general_key) = (
-        format!("{prefix}:{{paths}}:fast"),
-        format!("{prefix}:{{paths}}:general"),
-    );
-    let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
-    let node = node_for(cluster, &fast_key, &fast).await;
-    general.load_all(&node).await.unwrap();
-    let counters = Counters::default();
-    let lane = Lane::new(node.clone(), Default::default());
-    let on = |key| On {
-        client: &node,
-        lane: &lane,
-        direct: false,
-        asking: false,
-        counters: &counters,
-        target: Target { key, confirm: None },
-    };
-
+    let t = TwoPaths::new("paths").await;
     let mut hold = 0;
     for (step, mode) in [Mode::Write, Mode::Read, Mode::Upgradable, Mode::Write]
         .into_iter()
@@ -80,17 +131,14 @@ async fn fast_and_general_paths_leave_the_same_hash() {
     {
         hold += 1;
         // a grant on a free lock (no hash at first, then the tombstone of the release)
-        for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
+        for (scripts, key) in [(&t.fast, &t.fast_key), (&t.general, &t.general_key)] {
             let a = scripts
-                .acquire(on(key), mode, "owner-1", hold, LEASE_MS, Intent::Wait)
+                .acquire(t.on(key), mode, "owner-1", hold, LEASE_MS, Intent::Wait)
                 .await
                 .unwrap();
             assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
         }
-        let (f, g) = (
-            snapshot(&node, &fast_key).await,
-            snapshot(&node, &general_key).await,
-        );
+        let (f, g) = t.snapshots().await;
         eprintln!("paths: step {step}, {mode:?} granted: fast {f:?}, general {g:?}");
         assert_eq!(f.0, g.0, "step {step}: the grant's hash");
         assert!(
@@ -101,14 +149,11 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         );
 
         // the release of the only hold: the tombstone
-        for (scripts, key) in [(&fast, &fast_key), (&general, &general_key)] {
-            let released = scripts.release(on(key), "owner-1", hold).await.unwrap();
+        for (scripts, key) in [(&t.fast, &t.fast_key), (&t.general, &t.general_key)] {
+            let released = scripts.release(t.on(key), "owner-1", hold).await.unwrap();
             assert_eq!(released, super::Released::Now, "{key}");
         }
-        let (f, g) = (
-            snapshot(&node, &fast_key).await,
-            snapshot(&node, &general_key).await,
-        );
+        let (f, g) = t.snapshots().await;
         eprintln!("paths: step {step}, released: fast {f:?}, general {g:?}");
         assert_eq!(f.0, g.0, "step {step}: the tombstone");
         assert_eq!(f.0.len(), 1, "step {step}: the summary alone: {f:?}");
@@ -126,53 +171,33 @@ async fn fast_and_general_paths_leave_the_same_hash() {
             f.1
         );
     }
-    let _: i64 = node.del(vec![fast_key, general_key]).await.unwrap();
-    let _ = node.quit().await;
+    t.remove().await;
 }
 
 /// A waiter whose last attempt found the lock busy (`Intent::WaitBusy`) skips the fast
 /// path: on a free lock it is granted all the same, and leaves the general path's hash.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general_path() {
-    let cluster = TestCluster::shared().await.expect("test cluster");
-    let prefix = format!("t-busy-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let (busy_key, general_key) = (
-        format!("{prefix}:{{busy}}:fast"),
-        format!("{prefix}:{{busy}}:general"),
-    );
-    let (fast, general) = (Scripts::new("spublish"), Scripts::general_only("spublish"));
-    let node = node_for(cluster, &busy_key, &fast).await;
-    general.load_all(&node).await.unwrap();
-    let counters = Counters::default();
-    let lane = Lane::new(node.clone(), Default::default());
-    let on = |key| On {
-        client: &node,
-        lane: &lane,
-        direct: false,
-        asking: false,
-        counters: &counters,
-        target: Target { key, confirm: None },
-    };
+    let t = TwoPaths::new("busy").await;
+    // the fast scripts with intent 3 on one key, the general path alone on the other
     for (scripts, key, intent) in [
-        (&fast, &busy_key, Intent::WaitBusy),
-        (&general, &general_key, Intent::Wait),
+        (&t.fast, &t.fast_key, Intent::WaitBusy),
+        (&t.general, &t.general_key, Intent::Wait),
     ] {
         let a = scripts
-            .acquire(on(key), Mode::Write, "owner-1", 1, LEASE_MS, intent)
+            .acquire(t.on(key), Mode::Write, "owner-1", 1, LEASE_MS, intent)
             .await
             .unwrap();
         assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
     }
-    let (b, g) = (
-        snapshot(&node, &busy_key).await,
-        snapshot(&node, &general_key).await,
-    );
+    let (b, g) = t.snapshots().await;
     assert_eq!(b.0, g.0, "the grant's hash");
     assert!((b.1 - g.1).abs() < 1_000, "TTLs {} and {}", b.1, g.1);
     // busy for another owner: queued, not granted
-    let a = fast
+    let a = t
+        .fast
         .acquire(
-            on(&busy_key),
+            t.on(&t.fast_key),
             Mode::Write,
             "owner-2",
             1,
@@ -182,8 +207,7 @@ async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general
         .await
         .unwrap();
     assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
-    let _: i64 = node.del(vec![busy_key, general_key]).await.unwrap();
-    let _ = node.quit().await;
+    t.remove().await;
 }
 
 /// A node client for the master of `key`'s slot, with the scripts loaded.
