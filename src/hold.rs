@@ -37,6 +37,8 @@ pub(crate) struct Hold {
     done: bool,
     /// When the grant was sent (for the hold-time metric).
     granted: Instant,
+    /// The grant said that others held or waited (the release skips the fast path).
+    others: bool,
 }
 
 impl Hold {
@@ -126,6 +128,7 @@ impl Hold {
             state,
             done: false,
             granted: granted.sent,
+            others: granted.others,
         }
     }
 
@@ -204,6 +207,7 @@ impl Hold {
                 self.fence,
                 self.raw.release_budget(),
                 After::Answered,
+                self.others,
             )
             .await;
         self.done = true;
@@ -243,13 +247,14 @@ impl Hold {
                     fence,
                     mode,
                     sent,
+                    others: self.others,
                 };
                 Ok(Hold::believed_until(raw, owner, granted, until))
             }
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected (given
                 // back in the background: the caller learns it was lost at once)
-                give_back(raw, owner, to);
+                give_back(raw, owner, to, false);
                 Err(Error::LockLost)
             }
             None => {
@@ -272,13 +277,13 @@ impl Hold {
     }
 }
 
-/// Gives hold `id` of `owner` back in the background, following the cluster for a
+/// Gives hold `id` of `owner` back in the background (`others`: as [`RawLock::release`]), following the cluster for a
 /// lease at most.
-fn give_back(raw: RawLock, owner: Arc<str>, id: u64) {
+fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
     raw.clone().spawn(async move {
         // (what it found does not matter: nobody is told)
         let _ = raw
-            .release(&owner, id, 0, raw.release_budget(), After::Answered)
+            .release(&owner, id, 0, raw.release_budget(), After::Answered, others)
             .await;
     });
 }
@@ -290,6 +295,6 @@ impl Drop for Hold {
         }
         self.forget();
         self.observe_release(true);
-        give_back(self.raw.clone(), self.owner.clone(), self.id);
+        give_back(self.raw.clone(), self.owner.clone(), self.id, self.others);
     }
 }

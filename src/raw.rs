@@ -215,6 +215,8 @@ impl RawLock {
     /// on the wire it would wait for that batch's reply and then for a batch of its own),
     /// or an attempt that may still wait in the connection's lane (it goes through the
     /// lane, after that attempt, so that it never overtakes the grant it undoes).
+    /// `others`: the grant said that others held or waited, so the script skips its path
+    /// for a lone holder (which would most likely fall through).
     pub async fn release(
         &self,
         owner: &str,
@@ -222,6 +224,7 @@ impl RawLock {
         fence: u64,
         budget: Duration,
         after: After,
+        others: bool,
     ) -> Result<bool> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
@@ -238,7 +241,7 @@ impl RawLock {
                     if after == After::Answered {
                         on.direct = true;
                     }
-                    let reply = inner.scripts.release(on, owner, id).await;
+                    let reply = inner.scripts.release(on, owner, id, others).await;
                     if reply.is_ok() || redirected(&reply) {
                         in_flight.store(false, Ordering::Release);
                     }

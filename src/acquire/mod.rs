@@ -82,6 +82,9 @@ pub(crate) struct Acquired {
     pub mode: Mode,
     /// When the call that won it was sent: its lease counts from then.
     pub sent: Instant,
+    /// The grant said that another owner held, or someone waited, right after it: the
+    /// release skips the script's path for a lone holder (see `Attempt::Granted`).
+    pub others: bool,
 }
 
 enum Outcome {
@@ -273,8 +276,10 @@ async fn wait_loop<L: Seam>(
     let refresh = lock.config().lease / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
-    // the last attempt found the lock busy: the next skips the script's fast path
-    let mut busy = false;
+    // the last attempt found the lock busy, or this client lately found its slot busy or
+    // shared: the next attempt skips the script's fast path (for a free lock), which would
+    // most likely fall through
+    let mut busy = lock.contended_lately();
     loop {
         if sub.is_none() {
             if let Some(join) = lock.join() {
@@ -448,13 +453,22 @@ async fn attempt<L: Seam>(
         other => other?,
     };
     match reply {
-        Attempt::Granted { fence } => Ok(Outcome::Granted(Acquired {
-            id,
-            fence,
-            mode: ask.mode(),
-            sent,
-        })),
-        Attempt::Busy { wait_ms } => Ok(Outcome::Busy(wait_ms)),
+        Attempt::Granted { fence, others } => {
+            if others {
+                lock.mark_contended();
+            }
+            Ok(Outcome::Granted(Acquired {
+                id,
+                fence,
+                mode: ask.mode(),
+                sent,
+                others,
+            }))
+        }
+        Attempt::Busy { wait_ms } => {
+            lock.mark_contended();
+            Ok(Outcome::Busy(wait_ms))
+        }
         Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
         Attempt::Gone => Err(Error::LockLost),
     }

@@ -27,6 +27,11 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     fn next_hold_id(&self) -> u64;
     /// How long a release is followed through failovers.
     fn release_budget(&self) -> Duration;
+    /// Whether this client lately found the lock's slot busy or shared (see
+    /// `contention`): a waiter's first attempt then skips the script's fast path.
+    fn contended_lately(&self) -> bool;
+    /// An attempt found the lock busy, or shared after its grant.
+    fn mark_contended(&self);
     /// Subscribes to the lock's release messages: `None` when notifications are off.
     fn join(&self) -> Option<impl Future<Output = Self::Wakes> + Send + '_>;
     /// One attempt at hold `id` of `mode` (see [`RawLock::acquire`]).
@@ -97,6 +102,12 @@ impl Seam for RawLock {
     fn release_budget(&self) -> Duration {
         RawLock::release_budget(self)
     }
+    fn contended_lately(&self) -> bool {
+        RawLock::contended_lately(self, Instant::now())
+    }
+    fn mark_contended(&self) {
+        RawLock::mark_contended(self, Instant::now())
+    }
     fn join(&self) -> Option<impl Future<Output = Subscription> + Send + '_> {
         self.notifier().map(|n| n.join(self.channel(), self.slot()))
     }
@@ -136,7 +147,15 @@ impl Seam for RawLock {
         budget: Duration,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
         // the policy gives back what an attempt it gave up on may have granted
-        RawLock::release(self, owner, id, fence, budget, crate::raw::After::Attempt)
+        RawLock::release(
+            self,
+            owner,
+            id,
+            fence,
+            budget,
+            crate::raw::After::Attempt,
+            false,
+        )
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         RawLock::spawn(self, task)

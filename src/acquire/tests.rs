@@ -3,7 +3,7 @@
 //! messages the test sends. Time is tokio's paused clock, so waits are exact.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
@@ -31,6 +31,8 @@ struct State {
     calls: Mutex<Vec<Call>>,
     /// Release messages, when notifications are on.
     wakes: Option<broadcast::Sender<Wake>>,
+    /// Marked contended (the client's memory of it, without its time window).
+    contended: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -44,6 +46,7 @@ impl Fake {
             answers: Mutex::new(answers.into()),
             calls: Mutex::new(Vec::new()),
             wakes: notifications.then(|| broadcast::channel(16).0),
+            contended: AtomicBool::new(false),
         }))
     }
 
@@ -92,6 +95,12 @@ impl Seam for Fake {
     }
     fn release_budget(&self) -> Duration {
         Duration::from_secs(1)
+    }
+    fn contended_lately(&self) -> bool {
+        self.0.contended.load(Ordering::Relaxed)
+    }
+    fn mark_contended(&self) {
+        self.0.contended.store(true, Ordering::Relaxed);
     }
     fn join(&self) -> Option<impl Future<Output = FakeWakes> + Send + '_> {
         let rx = self.0.wakes.as_ref().map(|tx| tx.subscribe());
@@ -146,7 +155,24 @@ impl Seam for Fake {
 const OWNER: &str = "me@host/1";
 
 fn granted(fence: u64) -> (Duration, Result<Attempt>) {
-    (Duration::ZERO, Ok(Attempt::Granted { fence }))
+    (
+        Duration::ZERO,
+        Ok(Attempt::Granted {
+            fence,
+            others: false,
+        }),
+    )
+}
+
+/// A grant whose reply says that others held or waited.
+fn granted_shared(fence: u64) -> (Duration, Result<Attempt>) {
+    (
+        Duration::ZERO,
+        Ok(Attempt::Granted {
+            fence,
+            others: true,
+        }),
+    )
 }
 
 fn busy(wait_ms: u64) -> (Duration, Result<Attempt>) {
@@ -278,6 +304,42 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
+    let lock = Fake::new(true, vec![granted(1), granted_shared(2), granted(3)]);
+    let ask = Ask::Hold(Mode::Write);
+    // a free lock, as far as the client knows: the fast path is tried
+    let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
+    assert!(!g.others);
+    assert!(!lock.contended_lately());
+    // a grant that says others held or waited: the hold is told, the lock is marked
+    let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
+    assert!(g.others);
+    assert!(lock.contended_lately());
+    // and the next wait's first attempt skips the fast path
+    wait(&lock, OWNER.into(), ask, None).await.expect("granted");
+    let intents: Vec<Intent> = lock
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Acquire { intent, .. } => Some(intent),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(intents, [Intent::Wait, Intent::Wait, Intent::WaitBusy]);
+    // a busy attempt marks it too, a try included (and a try keeps its own intent)
+    let lock = Fake::new(true, vec![busy(5)]);
+    assert!(try_once(&lock, OWNER.into(), ask).await.unwrap().is_none());
+    assert!(lock.contended_lately());
+    assert_eq!(
+        lock.calls(),
+        [Call::Acquire {
+            id: 1,
+            intent: Intent::Try
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_messages_a_waiter_looks_again_at_the_retry_interval() {
     let lock = Fake::new(false, vec![busy(20_000), granted(3)]);
     let began = Instant::now();
@@ -361,7 +423,13 @@ async fn a_cancelled_wait_leaves_the_queue() {
 #[tokio::test(start_paused = true)]
 async fn a_zero_timeout_makes_one_full_attempt() {
     // the attempt's round trip outlasts the timeout: its grant is not thrown away
-    let slow = (Duration::from_millis(50), Ok(Attempt::Granted { fence: 2 }));
+    let slow = (
+        Duration::from_millis(50),
+        Ok(Attempt::Granted {
+            fence: 2,
+            others: false,
+        }),
+    );
     let lock = Fake::new(true, vec![slow]);
     let g = wait(
         &lock,
@@ -372,7 +440,13 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     .await;
     assert_eq!(g.expect("granted").fence, 2);
     // an attempt slower than FIRST_ATTEMPT is given up, and cleaned up
-    let slower = (FIRST_ATTEMPT * 2, Ok(Attempt::Granted { fence: 3 }));
+    let slower = (
+        FIRST_ATTEMPT * 2,
+        Ok(Attempt::Granted {
+            fence: 3,
+            others: false,
+        }),
+    );
     let lock = Fake::new(true, vec![slower]);
     let r = wait(
         &lock,

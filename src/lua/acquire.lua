@@ -14,11 +14,19 @@
 --          taking another hold as its owner), never waits; '3': as '1', from a caller
 --          whose last attempt found the lock busy (fast_acquire.lua is skipped)
 -- Returns
---   {1, fence}    granted (fence as a decimal string)
+--   {1, fence, others}  granted (fence as a decimal string); others: 1 when another
+--                 owner holds or anyone waits after this grant, else 0 (a hint, not a
+--                 promise: the client skips the fast paths of this hold's release and
+--                 of its next attempt, which would most likely fall through)
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
 --   {-1}          write asked by an owner that holds only read: upgrade deadlock
 --   {-3, type}, {-4, field}: see lib
 local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+-- the grant's hint (see Returns), read after finish()
+local function others()
+  if held > 1 or qh < qt or rw ~= nil or pending ~= nil then return 1 end
+  return 0
+end
 local bad = prune()
 if bad then return {-4, bad} end
 local mine = owner_entry(owner)
@@ -29,7 +37,7 @@ if mine ~= nil then
     if h[2] == id then
       regrant(owner, mine, h, lease)
       finish()
-      return {1, h[3]}
+      return {1, h[3], others()}
     end
   end
 end
@@ -60,7 +68,7 @@ if granted then
   end
   local f = grant(owner, mine, mode, id, lease)
   finish()
-  return {1, f}
+  return {1, f, others()}
 end
 
 if ARGV[5] == '1' or ARGV[5] == '3' then
@@ -88,7 +96,7 @@ if mode == 'w' and writer == owner then
   local e = owner_entry(owner)
   if e then
     for _, h in ipairs(e.holds) do
-      if h[2] == id then return {1, h[3]} end
+      if h[2] == id then return {1, h[3], others()} end
     end
   end
 end

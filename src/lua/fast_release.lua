@@ -8,11 +8,12 @@
 -- has passed, another layout, a key of another type) it does nothing and the general
 -- script decides.
 --
--- KEYS, ARGV: as release.lua
+-- KEYS, ARGV: as release.lua; ARGV[3] '1' skips this path (the grant said that others
+--             held or waited then: its read would most likely be wasted)
 -- Returns
 --   {1}   released; otherwise falls through
-local F = redis.pcall('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
-if F[1] and F[2] then
+local F = ARGV[3] ~= '1' and redis.pcall('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
+if F and F[1] and F[2] then
   -- one owner holds, no reader waits; the queue head equals its tail; the caller's entry
   -- has exactly one hold, and it is the one given back
   local fence, dl, qh, qt = string.match(F[1], ONE_OWNER)

@@ -4,6 +4,7 @@
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id
+-- ARGV[3]  '1': skip fast_release.lua (see there); optional
 -- Returns
 --   {1}         released
 --   {0, fence}  no such hold (released before, or its lease had run out, or removed by

@@ -37,9 +37,19 @@ impl Scripts {
         )
     }
 
-    /// Gives back hold `hold` of `owner`: whether it was there.
-    pub async fn release(&self, on: On<'_>, owner: &str, hold: u64) -> Result<Released> {
-        let args = vec![owner.to_string(), hold.to_string()];
+    /// Gives back hold `hold` of `owner`: whether it was there. `others`: skip the fast
+    /// path, which would most likely fall through (the grant said others held or waited).
+    pub async fn release(
+        &self,
+        on: On<'_>,
+        owner: &str,
+        hold: u64,
+        others: bool,
+    ) -> Result<Released> {
+        let mut args = vec![owner.to_string(), hold.to_string()];
+        if others {
+            args.push("1".to_string());
+        }
         let parts = status(
             on.target.key,
             self.run(on, &self.release, args).await?.value,

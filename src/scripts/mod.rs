@@ -173,6 +173,9 @@ pub(crate) struct Scripts {
 pub(crate) enum Attempt {
     Granted {
         fence: u64,
+        /// Another owner held, or someone waited, right after the grant (a hint: the
+        /// fast paths of this hold's release and of the next attempt are skipped).
+        others: bool,
     },
     Busy {
         wait_ms: u64,

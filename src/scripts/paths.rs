@@ -100,6 +100,26 @@ impl TwoPaths {
         }
     }
 
+    /// A grant of `mode` to `owner` on `key` by `scripts`, which must be granted: whether
+    /// it says that others held or waited.
+    async fn others(
+        &self,
+        scripts: &Scripts,
+        key: &str,
+        mode: Mode,
+        owner: &str,
+        hold: u64,
+    ) -> bool {
+        let a = scripts
+            .acquire(self.on(key), mode, owner, hold, LEASE_MS, Intent::Wait)
+            .await
+            .unwrap();
+        match a {
+            Attempt::Granted { others, .. } => others,
+            other => panic!("{owner} on {key}: {other:?}"),
+        }
+    }
+
     /// The two hashes (values without the clock's digits) and their TTLs: fast, general.
     async fn snapshots(&self) -> (Snapshot, Snapshot) {
         (
@@ -150,7 +170,10 @@ async fn fast_and_general_paths_leave_the_same_hash() {
 
         // the release of the only hold: the tombstone
         for (scripts, key) in [(&t.fast, &t.fast_key), (&t.general, &t.general_key)] {
-            let released = scripts.release(t.on(key), "owner-1", hold).await.unwrap();
+            let released = scripts
+                .release(t.on(key), "owner-1", hold, false)
+                .await
+                .unwrap();
             assert_eq!(released, super::Released::Now, "{key}");
         }
         let (f, g) = t.snapshots().await;
@@ -207,6 +230,55 @@ async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general
         .await
         .unwrap();
     assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
+    t.remove().await;
+}
+
+/// A grant says whether another owner held or someone waited right after it (on both
+/// paths), and a release told so skips the fast path: it leaves the general path's
+/// tombstone, TTL included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_path() {
+    let t = TwoPaths::new("hint").await;
+    let both = [(&t.fast, &t.fast_key), (&t.general, &t.general_key)];
+    // a lone writer: nobody else
+    for (scripts, key) in both {
+        assert!(
+            !t.others(scripts, key, Mode::Write, "owner-1", 1).await,
+            "{key}"
+        );
+    }
+    // its release, told that others held, on the fast scripts; plainly on the general
+    assert_eq!(
+        t.fast
+            .release(t.on(&t.fast_key), "owner-1", 1, true)
+            .await
+            .unwrap(),
+        super::Released::Now
+    );
+    assert_eq!(
+        t.general
+            .release(t.on(&t.general_key), "owner-1", 1, false)
+            .await
+            .unwrap(),
+        super::Released::Now
+    );
+    let (f, g) = t.snapshots().await;
+    assert_eq!(f.0, g.0, "the tombstone");
+    // the general path's TTL (FENCE_MEMORY from now), not the grant's that the fast
+    // path keeps
+    assert!((f.1 - g.1).abs() < 1_000, "TTLs {} and {}", f.1, g.1);
+    assert!((f.1 - FENCE_MEMORY_MS).abs() < 1_000, "TTL {}", f.1);
+    // two readers: the second shares the lock
+    for (scripts, key) in both {
+        assert!(
+            !t.others(scripts, key, Mode::Read, "reader-1", 2).await,
+            "{key}"
+        );
+        assert!(
+            t.others(scripts, key, Mode::Read, "reader-2", 3).await,
+            "{key}"
+        );
+    }
     t.remove().await;
 }
 
@@ -272,7 +344,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
     // the reader leaves: the pending upgrade becomes write hold 2
     assert_eq!(
-        scripts.release(on, "reader", 1).await.unwrap(),
+        scripts.release(on, "reader", 1, false).await.unwrap(),
         super::Released::Now
     );
     let entry: String = node.hget(&key, "o:up").await.unwrap();

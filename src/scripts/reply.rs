@@ -49,18 +49,30 @@ pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
     }
 }
 
-/// The reply of an attempt (acquire or upgrade): `{1, fence}` granted, `{0, wait_ms}`
-/// busy, or the one code of `op`'s own (`special`); any other code is a protocol error.
+/// The reply of an attempt (acquire or upgrade): `{1, fence[, others]}` granted,
+/// `{0, wait_ms}` busy, or the one code of `op`'s own (`special`); any other code is a
+/// protocol error.
 pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, Attempt)) -> Result<Attempt> {
     match code(parts)? {
         1 => Ok(Attempt::Granted {
             fence: number(parts.get(1))?,
+            others: others(parts.get(2))?,
         }),
         0 => Ok(Attempt::Busy {
             wait_ms: number(parts.get(1))?,
         }),
         c if c == special.0 => Ok(special.1),
         c => Err(Error::Protocol(format!("{op} returned code {c}"))),
+    }
+}
+
+/// A grant's hint that others held or waited: `1`, or `0` / absent (the fast path and
+/// the scripts that do not give it).
+fn others(v: Option<&Value>) -> Result<bool> {
+    match v.map(int).transpose()? {
+        None | Some(0) => Ok(false),
+        Some(1) => Ok(true),
+        Some(i) => Err(Error::Protocol(format!("a grant's hint: {i}"))),
     }
 }
 
@@ -187,8 +199,32 @@ mod tests {
         let granted = reply(vec![Value::Integer(1), Value::from("77")]);
         assert_eq!(
             attempt("acquire", &granted, deadlock).unwrap(),
-            Attempt::Granted { fence: 77 }
+            Attempt::Granted {
+                fence: 77,
+                others: false
+            }
         );
+        // the general path's hint that others held or waited; any other value is refused
+        for (hint, others) in [(0, false), (1, true)] {
+            let granted = reply(vec![
+                Value::Integer(1),
+                Value::from("78"),
+                Value::Integer(hint),
+            ]);
+            assert_eq!(
+                attempt("acquire", &granted, deadlock).unwrap(),
+                Attempt::Granted { fence: 78, others }
+            );
+        }
+        let odd = reply(vec![
+            Value::Integer(1),
+            Value::from("78"),
+            Value::Integer(2),
+        ]);
+        assert!(matches!(
+            attempt("acquire", &odd, deadlock),
+            Err(Error::Protocol(_))
+        ));
         let busy = reply(vec![Value::Integer(0), Value::Integer(12)]);
         assert_eq!(
             attempt("acquire", &busy, deadlock).unwrap(),
