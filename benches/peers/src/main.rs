@@ -4,7 +4,9 @@
 //! and the peers
 //! `rslock` (a SET NX PX mutex; one `LockManager` per master, each name sent to the
 //! master of its slot, since it does not follow a cluster) and `rds_lock` (a read/write
-//! lock; on redis-rs's cluster connection), each with its defaults; and the server
+//! lock; on redis-rs's cluster connection), each with its defaults; the floor of the
+//! hash layout: a cycle of two scripts that make the same Redis calls as an uncontended
+//! cycle of ours with no logic around them, through fred, without `WAIT`; and the server
 //! ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
 //! (batches of 16). cluster-rwlock runs first and last, so that drift of the machine
 //! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec of
@@ -19,7 +21,7 @@
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock|floor|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -262,6 +264,65 @@ async fn rds_lock_rate(seeds: &[String], secs: Duration, tag: &str) -> Result<f6
     .await)
 }
 
+/// The Redis calls of an uncontended B1 cycle on a lock's tombstone, as the fast paths
+/// make them (`HGET`, `TIME`, `HSET`, `PEXPIRE`; `HMGET`, `TIME`, `HDEL`, `HSET`), with
+/// no logic around them: the floor of this hash layout on this server.
+const FLOOR_ACQUIRE: &str = r"
+redis.call('HGET', KEYS[1], 's')
+local t = redis.call('TIME')
+local d = t[1] .. '000'
+redis.call('HSET', KEYS[1], 's', '3 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 -',
+  'o:' .. ARGV[1], 'w' .. ARGV[2] .. ':' .. d .. ':' .. d, 'w', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, d}
+";
+const FLOOR_RELEASE: &str = r"
+redis.call('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
+local t = redis.call('TIME')
+redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1], 'w', 'u')
+redis.call('HSET', KEYS[1], 's', '3 ' .. t[1] .. ' 0 - 0 0 0 -')
+return {1}
+";
+
+/// B1's cycle as [`FLOOR_ACQUIRE`] and [`FLOOR_RELEASE`] from the same tasks, each one
+/// round trip through the cluster client, no `WAIT`: what any lock of this layout could
+/// do through this client on this server (the ceiling of `MasterOnly`). Cycles/s.
+async fn layout_floor(seeds: &[String], secs: Duration, tag: &str) -> Result<f64, BoxError> {
+    let fred = Builder::from_config(Config::from_url(
+        &seeds[0].replace("redis://", "redis-cluster://"),
+    )?)
+    .build()?;
+    fred.init().await?;
+    let acquire = fred::types::scripts::Script::from_lua(FLOOR_ACQUIRE);
+    let release = fred::types::scripts::Script::from_lua(FLOOR_RELEASE);
+    acquire.load(&fred).await?;
+    release.load(&fred).await?;
+    let (client, tag) = (fred.clone(), tag.to_string());
+    let rate = drive(secs, move |i| {
+        let (fred, acquire, release) = (
+            client.clone(),
+            acquire.sha1().clone(),
+            release.sha1().clone(),
+        );
+        let key = format!("{tag}:{{n{i}}}");
+        async move {
+            let owner = format!("owner-{i}");
+            let a: Result<Value, _> = fred
+                .evalsha(
+                    acquire,
+                    vec![key.clone()],
+                    vec![owner.clone(), "1".into(), "90000".into()],
+                )
+                .await;
+            let r: Result<Value, _> = fred.evalsha(release, vec![key], vec![owner]).await;
+            a.is_ok() && r.is_ok()
+        }
+    })
+    .await;
+    let _ = fred.quit().await;
+    Ok(rate)
+}
+
 /// A trivial EVALSHA from the same tasks, one round trip each (or `batch` calls per
 /// pipeline): what the server and this machine allow a call that does nothing. Calls/s.
 async fn ceiling(seeds: &[String], secs: Duration, batch: usize) -> Result<f64, BoxError> {
@@ -441,7 +502,7 @@ async fn run() -> Result<(), BoxError> {
         return handoff_and_contention(&seeds, &probe, &tag, secs).await;
     }
     if let Some(only) = arg("--only") {
-        // one row alone (for profiling): ours, rslock or rds_lock
+        // one row alone (for profiling): ours, rslock, rds_lock or floor
         let row = match only.as_str() {
             "ours" => {
                 measured(
@@ -464,7 +525,16 @@ async fn run() -> Result<(), BoxError> {
                 )
                 .await?
             }
-            other => return Err(format!("--only {other}: ours, rslock or rds_lock").into()),
+            "floor" => {
+                measured(
+                    &probe,
+                    "floor",
+                    secs,
+                    layout_floor(&seeds, secs, &format!("{tag}f")),
+                )
+                .await?
+            }
+            other => return Err(format!("--only {other}: ours, rslock, rds_lock or floor").into()),
         };
         let (cmd, cpu, client) = row.per_cycle;
         println!(
@@ -507,6 +577,13 @@ async fn run() -> Result<(), BoxError> {
             "cluster-rwlock (last)",
             secs,
             ours(&seeds, secs, &format!("{tag}b"), TASKS, DEFAULT_DURABILITY),
+        )
+        .await?,
+        measured(
+            &probe,
+            "floor: the same Redis calls as a cycle, no logic, no WAIT",
+            secs,
+            layout_floor(&seeds, secs, &format!("{tag}f")),
         )
         .await?,
         measured(
