@@ -8,6 +8,8 @@ is doing. Sends N uncontended cycles, pipelined, of
     (assembled from src/lua in the order of the `lua!` macro in src/scripts/mod.rs);
   - floor: two scripts that make the same Redis calls as the fast paths (EXISTS, TIME,
     HSET, PEXPIRE; HMGET, DEL) with no logic around them;
+  - the same floor as two Redis functions called by FCALL (what functions in place of
+    EVALSHA would save);
   - rslock's cycle: SET NX PX + its unlock script (GET, DEL);
 and prints the server's instructions per cycle for each (whole process: parsing,
 commands, replies), round by round, and the ratios to rslock.
@@ -46,6 +48,14 @@ redis.call('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
 redis.call('DEL', KEYS[1])
 return {1}
 """
+
+
+# the floor's two scripts as one library of functions (FUNCTION LOAD, FCALL)
+FLOOR_FUNCTIONS = (
+    "#!lua name=floor\n"
+    "redis.register_function('floor_acquire', function(KEYS, ARGV)\n%s\nend)\n"
+    "redis.register_function('floor_release', function(KEYS, ARGV)\n%s\nend)\n"
+) % (FLOOR_ACQUIRE, FLOOR_RELEASE)
 
 
 def lock_script(owner_arg, fast, file):
@@ -100,6 +110,7 @@ def main():
                 r.script_load(lock_script(1, "fast_release.lua", "release.lua")))
         floor = (r.script_load(FLOOR_ACQUIRE), r.script_load(FLOOR_RELEASE))
         unlock = r.script_load(UNLOCK)
+        r.execute_command("FUNCTION", "LOAD", "REPLACE", FLOOR_FUNCTIONS)
 
         def lock_cycles(shas, prefix, base):
             out = []
@@ -108,6 +119,14 @@ def main():
                 # as the client sends them: one key; mode, owner, hold id, lease, intent
                 out.append(("EVALSHA", shas[0], 1, key, "w", owner, str(i + 1), "30000", "1"))
                 out.append(("EVALSHA", shas[1], 1, key, owner, str(i + 1)))
+            return out
+
+        def function_cycles(prefix, base):
+            out = []
+            for i in range(base, base + a.n):
+                key, owner = "%s:{n%d}" % (prefix, i), "owner-%d" % i
+                out.append(("FCALL", "floor_acquire", 1, key, "w", owner, str(i + 1), "30000", "1"))
+                out.append(("FCALL", "floor_release", 1, key, owner, str(i + 1)))
             return out
 
         def rslock_cycles(base):
@@ -129,11 +148,13 @@ def main():
                 assert all(x in (True, 1) or (isinstance(x, list) and x[0] == 1) for x in replies), replies[:4]
             return instructions() / a.n
 
-        rows = {"cluster-rwlock": [], "floor (same calls, no logic)": [], "rslock": []}
+        rows = {"cluster-rwlock": [], "floor (same calls, no logic)": [],
+                "floor as functions (FCALL)": [], "rslock": []}
         for k in range(a.rounds):
             base = (k + 1) * 10 * a.n
             rows["cluster-rwlock"].append(per_cycle(lock_cycles(ours, "rwlock", base)))
             rows["floor (same calls, no logic)"].append(per_cycle(lock_cycles(floor, "floor", base)))
+            rows["floor as functions (FCALL)"].append(per_cycle(function_cycles("ffloor", base)))
             rows["rslock"].append(per_cycle(rslock_cycles(base)))
         later = slice(1, None) if a.rounds > 1 else slice(None)
         rs = sum(rows["rslock"][later]) / len(rows["rslock"][later])

@@ -1,7 +1,10 @@
-//! What a client remembers of contention: the slots where a multi-lock lately found a
-//! member busy, so that the next multi-lock with a member there takes its members one
-//! by one instead of all at once (an all-at-once round that finds a member busy must
-//! give back the members after it, which costs more than it saves under contention).
+//! What a client remembers of contention: the slots where an attempt lately found a
+//! lock busy, or was granted a lock that others held or waited for. The next multi-lock
+//! with a member there takes its members one by one instead of all at once (an
+//! all-at-once round that finds a member busy must give back the members after it,
+//! which costs more than it saves under contention), and a waiter's first attempt there
+//! skips the acquire script's path for a free lock (which would most likely fall
+//! through).
 //!
 //! A fixed table of buckets (a slot's bucket is `slot % BUCKETS`), each the time of the
 //! last mark in ms since the table was made: constant memory and no lock, whatever the
@@ -20,7 +23,7 @@ const BUCKETS: usize = 1024;
 /// again if it finds a member still busy).
 pub(crate) const REMEMBERED: Duration = Duration::from_secs(1);
 
-/// The slots where a member was lately found busy.
+/// The slots where a lock was lately found busy or shared.
 pub(crate) struct Contention {
     origin: Instant,
     /// Per bucket: ms since `origin` of the last mark, plus one (0: never marked).
@@ -43,13 +46,14 @@ impl Contention {
         u64::try_from(at.saturating_duration_since(self.origin).as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// A member in `slot` was found busy at `now`.
+    /// A lock in `slot` was found busy (or shared) at `now`.
     pub fn mark(&self, slot: u16, now: Instant) {
         self.bucket(slot)
             .fetch_max(self.ms(now).saturating_add(1), Ordering::Relaxed);
     }
 
-    /// Whether a member in `slot` was found busy within [`REMEMBERED`] before `now`.
+    /// Whether a lock in `slot` was found busy (or shared) within [`REMEMBERED`] before
+    /// `now`.
     pub fn recent(&self, slot: u16, now: Instant) -> bool {
         let mark = self.bucket(slot).load(Ordering::Relaxed);
         let window = u64::try_from(REMEMBERED.as_millis()).unwrap_or(u64::MAX);

@@ -145,7 +145,8 @@ impl MultiLock {
     /// are kept, those after it are given back (holding a member later in the global
     /// order while waiting for an earlier one could close a cycle of waiters), and the
     /// members from it on are taken in order, waiting as [`RwLock`]'s acquires wait. The
-    /// busy member's slot is remembered for a second (see `contention`): under
+    /// busy member's slot is remembered for a second (see `contention`; so is the slot
+    /// of any lock of this client that an attempt found busy or shared): under
     /// contention, rounds that give members back cost more than they save, so the
     /// multi-locks of this client with a member there take their members in order only.
     async fn take(&self, timeout: Option<Duration>) -> Result<MultiGuard> {

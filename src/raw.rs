@@ -101,13 +101,13 @@ impl RawLock {
         Some(node.lane(self.slot).plug())
     }
 
-    /// Whether a multi-lock of this client lately found a lock of this slot busy (see
-    /// `contention`).
+    /// Whether this client lately found a lock of this slot busy, or shared after a grant
+    /// (see `contention`).
     pub fn contended_lately(&self, now: Instant) -> bool {
         self.inner.contention.recent(self.slot, now)
     }
 
-    /// A multi-lock found this lock busy at `now`.
+    /// An attempt found this lock busy (or shared, after its grant) at `now`.
     pub fn mark_contended(&self, now: Instant) {
         self.inner.contention.mark(self.slot, now);
     }

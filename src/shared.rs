@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     pub diagnostics: Client,
     pub diagnostics_started: std::sync::Once,
     pub next_hold: AtomicU64,
-    /// Slots where a multi-lock lately found a member busy.
+    /// Slots where a lock was lately found busy or shared.
     pub contention: crate::contention::Contention,
 }
 

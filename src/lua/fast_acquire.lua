@@ -27,6 +27,8 @@ if ARGV[5] == '1' or ARGV[5] == '0' then
     end
   end
   if free and (m == 'r' or m == 'w' or m == 'u') and lease and string.find(lease, '^[1-9]%d*$') then
+    -- read once: every string-to-number conversion is a strtod
+    local lease_ms = tonumber(lease)
     local time = redis.call('TIME')
     local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
     -- the fence: above the tombstone's, and at least server time in µs (fence_after in
@@ -34,7 +36,7 @@ if ARGV[5] == '1' or ARGV[5] == '0' then
     local f = now_us
     if last ~= nil and last + 1 > f then f = last + 1 end
     local fence = string.format('%d', f)
-    local deadline = string.format('%d', math.floor(now_us / 1000) + tonumber(lease))
+    local deadline = string.format('%d', math.floor(now_us / 1000) + lease_ms)
     -- summary: one owner, both deadline bounds on its hold, the queue as it was (empty),
     -- no waiting readers; the owner's entry with its one hold; 'w' or 'u' for that mode
     -- (format_summary and format_hold in lib.lua, written out)
@@ -45,7 +47,7 @@ if ARGV[5] == '1' or ARGV[5] == '0' then
     else
       redis.call('HSET', KEYS[1], 's', summary, 'o:' .. ARGV[2], entry, m, ARGV[2])
     end
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', tonumber(lease) + FENCE_MEMORY))
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', lease_ms + FENCE_MEMORY))
     return {1, fence}
   end
 end

@@ -31,8 +31,10 @@ local FENCE_MEMORY = 60000
 -- TOMBSTONE, nobody holds (0), no deadline, no reader waits: fence, qh, qt;
 -- ONE_OWNER, one owner holds (1), no reader waits: fence, dl, qh, qt.
 local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+)$'
-local TOMBSTONE = '^' .. LAYOUT .. ' (%d+) 0 %- %d+ (%d+) (%d+) %-$'
-local ONE_OWNER = '^' .. LAYOUT .. ' (%d+) 1 (%d+) %d+ (%d+) (%d+) %-$'
+-- Both begin with LAYOUT written out: a pattern built with '..' would be built anew by
+-- every call (a unit test checks that they agree with LAYOUT).
+local TOMBSTONE = '^3 (%d+) 0 %- %d+ (%d+) (%d+) %-$'
+local ONE_OWNER = '^3 (%d+) 1 (%d+) %d+ (%d+) (%d+) %-$'
 
 -- A hold in an owner's entry 'o:<owner>' (holds separated by spaces):
 -- '<r|w|u><id>:<fence>:<deadline-ms>'. SOLE_HOLD matches an entry of exactly one hold
