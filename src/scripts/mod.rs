@@ -55,8 +55,12 @@
 //! caller's one hold is the lock's only hold and nobody waits: `TIME` tells no entry
 //! has expired, then `HDEL` and `HSET` of the tombstone's summary; the key's TTL is
 //! kept, a minute past a deadline that has not passed, so the tombstone lives a minute
-//! or more, where the general part sets a minute from now). An attempt of a waiter that
-//! found the lock busy last time (intent `3`) skips the fast path. Anything else
+//! or more, where the general part sets a minute from now). The fast paths are skipped
+//! where they would most likely fall through: an attempt of a waiter that found the lock
+//! busy (intent `3`, also a waiter's first attempt in a slot the client lately found
+//! busy or shared), and the release of a hold whose grant said that others held or
+//! waited (`ARGV[3]` `1`; the general path's grant replies `{1, fence, others}`, the fast
+//! path grants only a free lock). Anything else
 //! goes on to `lua/head.lua` (the summary and the caller's entries in one `HMGET`),
 //! `lua/lib.lua` and the script's file. Each call sends one key and only the arguments
 //! its script reads: the release channel, `<key>:released`, is named by the scripts.
