@@ -277,8 +277,8 @@ impl Hold {
     }
 }
 
-/// Gives hold `id` of `owner` back in the background (`others`: as [`RawLock::release`]), following the cluster for a
-/// lease at most.
+/// Gives hold `id` of `owner` back in the background, following the cluster for a
+/// lease at most (`others`: as [`RawLock::release`]).
 fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
     raw.clone().spawn(async move {
         // (what it found does not matter: nobody is told)
