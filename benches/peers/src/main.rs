@@ -210,13 +210,19 @@ fn rslock_manager(
         .clone())
 }
 
-/// The slot ranges of the masters, from a seed.
-async fn ranges_of(seeds: &[String]) -> Result<Vec<(u16, u16, String)>, BoxError> {
+/// A cluster client of fred's, connected, from a seed node's `redis://` URL.
+async fn cluster_client(seed: &str) -> Result<Client, BoxError> {
     let fred = Builder::from_config(Config::from_url(
-        &seeds[0].replace("redis://", "redis-cluster://"),
+        &seed.replace("redis://", "redis-cluster://"),
     )?)
     .build()?;
     fred.init().await?;
+    Ok(fred)
+}
+
+/// The slot ranges of the masters, from a seed.
+async fn ranges_of(seeds: &[String]) -> Result<Vec<(u16, u16, String)>, BoxError> {
+    let fred = cluster_client(&seeds[0]).await?;
     let ranges = slot_masters(&fred).await?;
     let _ = fred.quit().await;
     Ok(ranges)
@@ -288,11 +294,7 @@ return {1}
 /// round trip through the cluster client, no `WAIT`: what any lock of this layout could
 /// do through this client on this server (the ceiling of `MasterOnly`). Cycles/s.
 async fn layout_floor(seeds: &[String], secs: Duration, tag: &str) -> Result<f64, BoxError> {
-    let fred = Builder::from_config(Config::from_url(
-        &seeds[0].replace("redis://", "redis-cluster://"),
-    )?)
-    .build()?;
-    fred.init().await?;
+    let fred = cluster_client(&seeds[0]).await?;
     let acquire = fred::types::scripts::Script::from_lua(FLOOR_ACQUIRE);
     let release = fred::types::scripts::Script::from_lua(FLOOR_RELEASE);
     acquire.load(&fred).await?;
@@ -326,11 +328,7 @@ async fn layout_floor(seeds: &[String], secs: Duration, tag: &str) -> Result<f64
 /// A trivial EVALSHA from the same tasks, one round trip each (or `batch` calls per
 /// pipeline): what the server and this machine allow a call that does nothing. Calls/s.
 async fn ceiling(seeds: &[String], secs: Duration, batch: usize) -> Result<f64, BoxError> {
-    let fred = Builder::from_config(Config::from_url(
-        &seeds[0].replace("redis://", "redis-cluster://"),
-    )?)
-    .build()?;
-    fred.init().await?;
+    let fred = cluster_client(&seeds[0]).await?;
     let script = fred::types::scripts::Script::from_lua("return 1");
     script.load(&fred).await?;
     let fred2 = fred.clone();
@@ -390,11 +388,7 @@ impl Probe {
     }
 
     async fn new(seed: &str) -> Result<Probe, BoxError> {
-        let fred = Builder::from_config(Config::from_url(
-            &seed.replace("redis://", "redis-cluster://"),
-        )?)
-        .build()?;
-        fred.init().await?;
+        let fred = cluster_client(seed).await?;
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
         let text: String = fred.custom(cmd, vec!["NODES"]).await?;
         let _ = fred.quit().await;
