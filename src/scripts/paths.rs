@@ -248,20 +248,13 @@ async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_pa
         );
     }
     // its release, told that others held, on the fast scripts; plainly on the general
-    assert_eq!(
-        t.fast
-            .release(t.on(&t.fast_key), "owner-1", 1, true)
+    for ((scripts, key), others) in both.into_iter().zip([true, false]) {
+        let released = scripts
+            .release(t.on(key), "owner-1", 1, others)
             .await
-            .unwrap(),
-        super::Released::Now
-    );
-    assert_eq!(
-        t.general
-            .release(t.on(&t.general_key), "owner-1", 1, false)
-            .await
-            .unwrap(),
-        super::Released::Now
-    );
+            .unwrap();
+        assert_eq!(released, super::Released::Now, "{key}");
+    }
     let (f, g) = t.snapshots().await;
     assert_eq!(f.0, g.0, "the tombstone");
     // the general path's TTL (FENCE_MEMORY from now), not the grant's that the fast
