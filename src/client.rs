@@ -199,6 +199,7 @@ impl LockClient {
             diagnostics_started: std::sync::Once::new(),
             next_hold: AtomicU64::new(start),
             contention: crate::contention::Contention::new(),
+            pending: Default::default(),
         };
         Ok(LockClient {
             inner: Arc::new(inner),
@@ -360,15 +361,33 @@ impl LockClient {
         }
     }
 
-    /// Closes the connections and stops renewing. Holds still held expire after their
-    /// lease; release them first.
+    /// Sends what is still to be given back, then closes the connections and stops
+    /// renewing: the releases of dropped guards, and the undos of attempts that were
+    /// cancelled or not confirmed, which run in the background, are sent first (for at
+    /// most the command timeout), so that a program may exit right after `close` without
+    /// leaving a hold on the server. Returns how many of those were still unsent when
+    /// that time ran out (0: all were answered); each such hold stays until its lease
+    /// ends. Holds still held (guards alive) expire after their lease: release them
+    /// first.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it ends leaves the connections open; the give-backs go
+    /// on in the background.
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-    /// client.close().await;
+    /// let unsent = client.close().await;
+    /// if unsent > 0 {
+    ///     eprintln!("{unsent} hold(s) could not be given back; they end with their lease");
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn close(&self) {
+    pub async fn close(&self) -> usize {
+        let unsent = self
+            .inner
+            .pending
+            .settle(self.inner.config.command_timeout)
+            .await;
         self.inner.cluster.close();
         let _ = tokio::time::timeout(self.inner.config.command_timeout, async {
             if self.inner.diagnostics_started.is_completed() {
@@ -376,6 +395,7 @@ impl LockClient {
             }
         })
         .await;
+        unsent
     }
 }
 

@@ -40,15 +40,40 @@ pub enum Error {
     /// owner may have taken the lock since.
     #[error("the lease of this hold was lost")]
     LockLost,
-    /// The grant was not acknowledged by enough replicas in time and was undone.
+    /// A grant (or a renewal) was not acknowledged by enough replicas in time: it does
+    /// not count, and the library gives it back (a waiting acquire tries again). Nothing
+    /// the caller asked to write ran. Retryable.
     #[error(
-        "the grant reached {acked} replica(s) of the {wanted} required in time; it was undone"
+        "the grant reached {acked} replica(s) of the {wanted} required in time; it does not count and is given back"
     )]
     NotReplicated {
         /// Replicas required.
         wanted: u32,
         /// Replicas that acknowledged.
         acked: u32,
+    },
+    /// A write ([`Grant::guarded`](crate::Grant::guarded),
+    /// [`LockClient::fenced_set`](crate::LockClient::fenced_set)) RAN on the master, but
+    /// too few replicas acknowledged it in time: it stays written (nothing is undone),
+    /// and a failover now may lose it. Not retryable as is: running the same write
+    /// again could apply it twice (an `HINCRBY`); read the data back first.
+    #[error(
+        "the write ran on the master and reached {acked} replica(s) of the {wanted} required in time; it was NOT undone, and a failover now may lose it"
+    )]
+    WriteNotReplicated {
+        /// Replicas required.
+        wanted: u32,
+        /// Replicas that acknowledged.
+        acked: u32,
+    },
+    /// A guarded command or a fenced write names a key that belongs to a lock: the hash
+    /// or the release channel of ANY lock under this client's prefix. Writing it would
+    /// break the lock (a second writer granted, a fence that goes back). Nothing was
+    /// sent.
+    #[error("the key {key:?} is a lock's own (its hash or release channel): guarded commands and the fenced store never touch it")]
+    LockKey {
+        /// The key, as text (bytes that are not UTF-8 are replaced).
+        key: String,
     },
     /// The lock's key holds a value of another type (someone else wrote it).
     #[error("the key {key} holds a {found}, not a lock hash")]

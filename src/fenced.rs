@@ -30,8 +30,10 @@ impl LockClient {
     ///
     /// # Errors
     /// [`Error::WrongType`] when `key` holds something else than a hash (nothing is
-    /// touched); [`Error::NotReplicated`] when the value was written on the master but
-    /// too few replicas acknowledged it in time; [`Error::Unavailable`],
+    /// touched); [`Error::LockKey`] when `key` is a lock's own hash or channel under the
+    /// client's prefix (nothing is sent); [`Error::WriteNotReplicated`] when the value
+    /// was written on the master (and stays) but too few replicas acknowledged it in
+    /// time; [`Error::Unavailable`],
     /// [`Error::Connection`] when the key's master did not answer.
     ///
     /// ```no_run
@@ -49,6 +51,9 @@ impl LockClient {
         value: impl AsRef<[u8]>,
     ) -> Result<FencedWrite> {
         let inner = &self.inner;
+        if crate::keys::is_lock_key(&inner.config.prefix, key.as_bytes()) {
+            return Err(Error::LockKey { key: key.into() });
+        }
         let slot = crate::slot::key_slot(key.as_bytes());
         let value = value.as_ref();
         let (written, fence) = inner

@@ -161,7 +161,7 @@ impl Hold {
     pub async fn guarded(
         &self,
         writes: bool,
-        keys: &[String],
+        keys: &[Vec<u8>],
         commands: &[Vec<Vec<u8>>],
     ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
         self.raw

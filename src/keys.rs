@@ -147,9 +147,25 @@ fn has_own_tag(name: &str) -> bool {
     crate::slot::hashtag(name.as_bytes()).len() != name.len()
 }
 
+/// The suffix of a lock's release channel after its key.
+const CHANNEL_SUFFIX: &str = ":released";
+
 /// The release channel of the lock whose key is `key`.
 pub(crate) fn channel(key: &str) -> String {
-    format!("{key}:released")
+    format!("{key}{CHANNEL_SUFFIX}")
+}
+
+/// Whether `key` belongs to a lock under `prefix`: the hash of ANY lock (not only one
+/// name's), or a name spelled as a lock's release channel. Guarded commands and the
+/// fenced store refuse such keys: a `DEL`, `HDEL` or `PEXPIRE` of a lock's hash would let
+/// a second writer in, and drop the fence's tombstone. A key that is not UTF-8 is no
+/// lock's (lock keys are text).
+pub(crate) fn is_lock_key(prefix: &str, key: &[u8]) -> bool {
+    let Ok(key) = std::str::from_utf8(key) else {
+        return false;
+    };
+    let is_hash = |k: &str| lock_name(prefix, k).is_some();
+    is_hash(key) || key.strip_suffix(CHANNEL_SUFFIX).is_some_and(is_hash)
 }
 
 #[cfg(test)]
@@ -209,6 +225,28 @@ mod tests {
         }
         assert_eq!(lock_name("rwlock", "rwlock:plain"), None);
         assert_eq!(lock_name("rwlock", "rwlockx:{a}"), None);
+    }
+
+    #[test]
+    fn lock_keys_and_channels_of_any_name_are_recognised() {
+        for name in ["orders:{42}", "invoices:{42}", "orders:42", "a{}b", "{u}:x"] {
+            let key = lock_key("rwlock", name);
+            assert!(is_lock_key("rwlock", key.as_bytes()), "{key}");
+            assert!(is_lock_key("rwlock", channel(&key).as_bytes()), "{key}");
+            // another prefix's locks are not this client's to judge
+            assert!(!is_lock_key("other", key.as_bytes()), "{key}");
+        }
+        for data in [
+            "orders:{42}",
+            "orders:{42}:status",
+            "rwlock:plain",
+            "rwlockx:{a}",
+            "rwlock:{a{b}c}",
+        ] {
+            assert!(!is_lock_key("rwlock", data.as_bytes()), "{data}");
+        }
+        assert!(!is_lock_key("rwlock", b"rwlock:{\xff}"));
+        assert!(!is_lock_key("rwlock", &[b'r', 0xff, 0xfe]));
     }
 
     #[test]

@@ -290,6 +290,7 @@ mod message;
 mod mode;
 pub mod multi;
 mod observe;
+mod pending;
 mod raw;
 mod renewal;
 pub mod scripts;

@@ -112,12 +112,14 @@ impl RawLock {
         self.inner.contention.mark(self.slot, now);
     }
 
-    /// Runs `task` in the background, on the client's runtime.
+    /// Runs `task`, a give-back, in the background, on the client's runtime; counted
+    /// until it ends, so that [`LockClient::close`](crate::LockClient::close) sends it
+    /// before closing.
     pub fn spawn<F>(&self, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        self.inner.runtime.spawn(task);
+        self.inner.runtime.spawn(self.inner.pending.track(task));
     }
 }
 
@@ -268,7 +270,7 @@ impl RawLock {
         owner: &str,
         id: u64,
         writes: bool,
-        keys: &[String],
+        keys: &[Vec<u8>],
         commands: &[Vec<Vec<u8>>],
     ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -286,7 +288,7 @@ impl RawLock {
                 let on = inner.on(&c, key, Confirmed::By(None));
                 let reply = inner
                     .scripts
-                    .guarded(on, keys.to_vec(), owner, id, writes, commands)
+                    .guarded(on, keys, owner, id, writes, commands)
                     .await;
                 if redirected(&reply) {
                     in_flight.store(false, Ordering::Release);

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub next_hold: AtomicU64,
     /// Slots where a lock was lately found busy or shared.
     pub contention: crate::contention::Contention,
+    /// Give-backs running in the background, which `close` sends before it closes.
+    pub pending: Arc<crate::pending::Pending>,
 }
 
 impl Shared {

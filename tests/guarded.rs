@@ -231,3 +231,123 @@ async fn the_fenced_store_refuses_a_lower_fence() {
     second.release().await.unwrap();
     client.close().await;
 }
+
+/// No guarded command, and no fenced write, may touch a lock: the hash or the release
+/// channel of this lock or of ANY other lock under the client's prefix in the slot. Each
+/// is refused before sending (`LockKey`), and the lock stays intact: a second writer is
+/// refused, the holder is not told it lost, the fence does not move, the other lock's
+/// hash is as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_commands_never_touch_a_locks_own_keys() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-own");
+    let client = client(cluster, &p).await;
+    let other_client = common::client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("orders:{{{t}}}")).unwrap();
+    let neighbour = client.rwlock(&format!("invoices:{{{t}}}")).unwrap();
+    assert_eq!(lock.slot(), neighbour.slot());
+    // the neighbour has a hash: a tombstone with its fence
+    neighbour.write().await.unwrap().release().await.unwrap();
+    let neighbour_before: std::collections::HashMap<String, String> =
+        client.redis().hgetall(neighbour.key()).await.unwrap();
+    assert!(!neighbour_before.is_empty());
+
+    let w = lock.write().await.unwrap();
+    let fence = w.fence();
+    let targets = [
+        lock.key().to_string(),
+        neighbour.key().to_string(),
+        lock.channel().to_string(),
+        neighbour.channel().to_string(),
+    ];
+    let attacks: [(&str, &[&str]); 6] = [
+        ("DEL", &[]),
+        ("UNLINK", &[]),
+        ("HDEL", &["w"]),
+        ("HSET", &["s", "garbage"]),
+        ("PEXPIRE", &["1"]),
+        ("PERSIST", &[]),
+    ];
+    for target in &targets {
+        for (name, rest) in attacks {
+            let mut args = vec![target.as_str()];
+            args.extend_from_slice(rest);
+            let e = w.guarded().command(name, &args).run().await.unwrap_err();
+            assert!(
+                matches!(&e, Error::LockKey { key } if key == target),
+                "{name} {target}: {e}"
+            );
+            assert!(!e.is_retryable());
+            assert!(
+                cluster_rwlock::guarded::check(&lock, Mode::Write, name, &args).is_err(),
+                "{name} {target}"
+            );
+        }
+        // a lock key hidden among the keys of a many-key command
+        let data = format!("orders:{{{t}}}:data");
+        let e = w
+            .guarded()
+            .set(&data, "1")
+            .command("DEL", [data.as_str(), target.as_str()])
+            .run()
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::LockKey { .. }), "{e}");
+        assert_eq!(value(&client, &data).await, None, "nothing was sent");
+        // the fenced store refuses them too
+        let e = client.fenced_set(target, fence, "x").await.unwrap_err();
+        assert!(matches!(e, Error::LockKey { .. }), "fenced_set {target}: {e}");
+    }
+    // the lock is intact: a second writer refused, the holder not told, the fence the same
+    assert!(other_client
+        .rwlock(lock.name())
+        .unwrap()
+        .try_write()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!w.is_lost());
+    let state = lock.state().await.unwrap();
+    assert_eq!(state.fence, Some(fence));
+    assert_eq!(state.holders.len(), 1);
+    let neighbour_after: std::collections::HashMap<String, String> =
+        client.redis().hgetall(neighbour.key()).await.unwrap();
+    assert_eq!(neighbour_after, neighbour_before);
+    let ttl: i64 = client.redis().pttl(lock.key()).await.unwrap();
+    assert!(ttl > 0, "the lock's TTL: {ttl}");
+    w.release().await.unwrap();
+    client.close().await;
+    other_client.close().await;
+}
+
+/// A command with more words than the script can pass to Redis at once is refused before
+/// sending; one at the limit runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_too_long_for_the_script_is_refused_before_sending() {
+    use cluster_rwlock::guarded::MAX_WORDS;
+    let cluster = cluster().await;
+    let p = prefix("guarded-long");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("orders:{{{t}}}")).unwrap();
+    let list = format!("orders:{{{t}}}:list");
+    let w = lock.write().await.unwrap();
+    let first = format!("orders:{{{t}}}:first");
+    let mut args = vec![list.clone()];
+    args.extend((0..MAX_WORDS - 1).map(|i| i.to_string()));
+    let e = w
+        .guarded()
+        .set(&first, "1")
+        .command("RPUSH", &args)
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidCommand(_)), "{e}");
+    assert_eq!(value(&client, &first).await, None, "nothing was sent");
+    args.pop();
+    let ran = w.guarded().command("RPUSH", &args).run().await.unwrap();
+    assert_eq!(ran[0].as_int(), Some(MAX_WORDS as i64 - 2));
+    w.release().await.unwrap();
+    client.close().await;
+}

@@ -1,8 +1,8 @@
 //! `exec`: Redis commands on keys of the lock's slot, run as one guarded call under the
 //! lock (see `Grant::guarded`).
 
-use cluster_rwlock::guarded::Reply;
-use cluster_rwlock::LockClient;
+use cluster_rwlock::guarded::{self, Reply};
+use cluster_rwlock::{LockClient, Mode};
 use serde_json::{json, Value as Json};
 
 use crate::args::ExecArgs;
@@ -55,6 +55,14 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
+    // every command is checked before the lock is asked for: a command that may not
+    // run must not wait for the lock first
+    let mode = if a.write { Mode::Write } else { Mode::Read };
+    for words in &list {
+        if let Err(e) = guarded::check(&lock, mode, &words[0], &words[1..]) {
+            return fail("the guarded commands", &e);
+        }
+    }
     let guard = match crate::run::acquire(&lock, a.write, a.timeout).await {
         Ok(g) => g,
         Err(code) => return code,
@@ -76,10 +84,21 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
             println!("{}", shown(r));
         }
     }
-    match released {
-        Err(e) => fail(&format!("releasing {}", a.name), &e),
-        Ok(()) => 0,
+    if let Err(e) = released {
+        return fail(&format!("releasing {}", a.name), &e);
     }
+    let failed = replies
+        .iter()
+        .filter(|r| matches!(r, Reply::Error(_)))
+        .count();
+    if failed > 0 {
+        eprintln!(
+            "cluster-rwlock: exec: {failed} of {} command(s) failed (their replies above); the others ran",
+            replies.len()
+        );
+        return code::COMMAND_FAILED;
+    }
+    0
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub mod code {
     pub const LOST: i32 = 70;
     /// The lock was not granted within `--timeout`.
     pub const BUSY: i32 = 75;
+    /// `exec`: a command's reply was an error (the others ran: nothing is rolled back).
+    pub const COMMAND_FAILED: i32 = 65;
     /// `break`: the lock held nothing to break (of the owner given).
     pub const NOTHING_HELD: i32 = 3;
     /// The command could not be run.
@@ -72,7 +74,13 @@ fn main() {
             Command::Break(a) => inspect::break_lock(&client, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,
         };
-        client.close().await;
+        // sends what is still to be given back (an undone grant, a dropped guard) first
+        let unsent = client.close().await;
+        if unsent > 0 {
+            eprintln!(
+                "cluster-rwlock: {unsent} hold(s) could not be given back in time; they end with their lease"
+            );
+        }
         status
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -105,6 +113,7 @@ pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
         cluster_rwlock::Error::InvalidName(_)
         | cluster_rwlock::Error::InvalidCommand(_)
         | cluster_rwlock::Error::WrongSlot { .. }
+        | cluster_rwlock::Error::LockKey { .. }
         | cluster_rwlock::Error::InvalidConfig(_)
         | cluster_rwlock::Error::InvalidOwner(_) => code::USAGE,
         cluster_rwlock::Error::LockLost => code::LOST,

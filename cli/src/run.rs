@@ -21,7 +21,7 @@ pub async fn acquire(
     let got = match timeout {
         Some(t) if t.is_zero() => lock.try_acquire(mode).await,
         Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
-        None => lock.acquire(mode).await.map(Some),
+        None => wait_on(lock, mode).await.map(Some),
     };
     match got {
         Ok(Some(g)) => Ok(g),
@@ -32,6 +32,31 @@ pub async fn acquire(
         Err(e) => Err(fail(&format!("cannot acquire {}", lock.name()), &e)),
     }
 }
+
+/// Without `--timeout`: as long as it takes, through errors that pass (a failover, a
+/// replica catching up after a restart, a grant not confirmed in time), with a note on
+/// stderr the first time; an error that would come again ends it.
+async fn wait_on(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
+    let mut told = false;
+    loop {
+        match lock.acquire(mode).await {
+            Err(e) if e.is_retryable() => {
+                if !told {
+                    eprintln!(
+                        "cluster-rwlock: {}: {e}; waiting on (pass --timeout to give up)",
+                        lock.name()
+                    );
+                    told = true;
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The pause before an acquire that failed with an error that passes is tried again.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn spawn(a: &RunArgs, lock: &RwLock, guard: &Guard) -> Result<Child, i32> {
     let (program, args) = a.command.split_first().ok_or(code::USAGE)?;

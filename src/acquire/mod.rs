@@ -136,17 +136,20 @@ impl<L: Seam> Leftovers<L> {
 }
 
 impl<L: Seam> Drop for Leftovers<L> {
+    /// What is left goes in the background. For an upgrade, a write hold granted meanwhile
+    /// is taken back, NOT turned into the upgradable hold it came from: leftovers dropped
+    /// armed mean the caller is gone or failed (a cancelled future, an error), and the
+    /// upgradable hold is given back by its own `Hold` too, on its own path. Turned back,
+    /// it could be recreated after that give-back had run (a release straight to the
+    /// connection overtakes an upgrade still in the lane) and stay held, by nobody, for
+    /// a lease. Taken back, the two give-backs leave nothing in either order. (An upgrade
+    /// that runs out of time and keeps its upgradable hold withdraws in `settle` first.)
     fn drop(&mut self) {
         if self.armed {
-            let (raw, owner, id, write, from) = (
-                self.raw.clone(),
-                self.owner.clone(),
-                self.id,
-                self.write,
-                self.from,
-            );
+            let (raw, owner, id, write) =
+                (self.raw.clone(), self.owner.clone(), self.id, self.write);
             raw.clone().spawn(async move {
-                let _ = abandon(&raw, &owner, id, write, from).await;
+                let _ = abandon(&raw, &owner, id, write, None).await;
             });
         }
     }

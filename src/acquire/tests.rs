@@ -420,6 +420,38 @@ async fn a_cancelled_wait_leaves_the_queue() {
     );
 }
 
+/// A cancelled upgrade takes back a write hold it may have been granted; it does not turn
+/// it into the upgradable hold it came from, which its own `Hold` gives back on another
+/// path (turned back after that give-back, it would be held by nobody for a lease).
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_upgrade_takes_back_its_write_hold() {
+    let lock = Fake::new(true, vec![]);
+    let upgrade = {
+        let lock = lock.clone();
+        tokio::spawn(async move { wait(&lock, OWNER.into(), Ask::Upgrade { from: 40 }, None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    upgrade.abort();
+    assert!(upgrade.await.unwrap_err().is_cancelled());
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+    // one that failed (no answer) the same
+    let lock = Fake::new(true, vec![(
+        Duration::from_millis(1),
+        Err(Error::Unavailable("no answer".into())),
+    )]);
+    let r = try_once(&lock, OWNER.into(), Ask::Upgrade { from: 40 }).await;
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_zero_timeout_makes_one_full_attempt() {
     // the attempt's round trip outlasts the timeout: its grant is not thrown away

@@ -3,7 +3,7 @@
 
 use fred::types::Value;
 
-use super::Grant;
+use super::{Grant, RwLock};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
@@ -83,6 +83,105 @@ const COMMANDS: &[(&str, bool, Keys)] = &[
     ("ZREM", true, Keys::First),
     ("ZINCRBY", true, Keys::First),
 ];
+
+/// The most words (the command's name and its arguments) one guarded command may have:
+/// the script hands a command's words to Redis as the arguments of one call, and Lua
+/// cannot pass many more than 8,000 (a longer command would fail the script after the
+/// commands before it ran).
+pub const MAX_WORDS: usize = 4096;
+
+/// A command that may run under the lock: its words (the name in capitals first),
+/// whether it writes, and the keys it names.
+struct Checked {
+    words: Vec<Vec<u8>>,
+    writes: bool,
+    keys: Vec<Vec<u8>>,
+}
+
+/// Checks a command as [`Guarded::command`] does for a hold of `mode` on `lock`: the
+/// command is allowed, a write comes with a write hold, each key is in the lock's slot
+/// and is no lock's own key, the words are not too many.
+fn checked(lock: &RwLock, mode: Mode, name: &str, args: Vec<Vec<u8>>) -> Result<Checked> {
+    let upper = name.to_ascii_uppercase();
+    let Some(&(_, writes, keys)) = COMMANDS.iter().find(|(n, _, _)| *n == upper) else {
+        return Err(Error::InvalidCommand(format!(
+            "{name} is not among the commands a guarded call may run"
+        )));
+    };
+    if 1 + args.len() > MAX_WORDS {
+        return Err(Error::InvalidCommand(format!(
+            "{name} with {} arguments; a guarded command has at most {} (split it)",
+            args.len(),
+            MAX_WORDS - 1
+        )));
+    }
+    let named: Vec<&Vec<u8>> = match keys {
+        Keys::First => args.first().into_iter().collect(),
+        Keys::All => args.iter().collect(),
+    };
+    if named.is_empty() {
+        return Err(Error::InvalidCommand(format!("{name} without a key")));
+    }
+    let lock_slot = lock.slot();
+    let prefix = &lock.raw.config().prefix;
+    for key in &named {
+        let key_slot = crate::slot::key_slot(key);
+        if key_slot != lock_slot {
+            return Err(Error::WrongSlot {
+                key: String::from_utf8_lossy(key).into_owned(),
+                key_slot,
+                lock_slot,
+            });
+        }
+        if crate::keys::is_lock_key(prefix, key) {
+            return Err(Error::LockKey {
+                key: String::from_utf8_lossy(key).into_owned(),
+            });
+        }
+    }
+    if writes && mode != Mode::Write {
+        return Err(Error::InvalidCommand(format!(
+            "{name} writes, and this is a {} hold (writes need a write hold)",
+            mode.as_str()
+        )));
+    }
+    let keys = named.into_iter().cloned().collect();
+    let mut words = Vec::with_capacity(1 + args.len());
+    words.push(upper.into_bytes());
+    words.extend(args);
+    Ok(Checked {
+        words,
+        writes,
+        keys,
+    })
+}
+
+/// Checks, without sending anything, that the command `name` with `args` could run
+/// under a hold of `mode` on `lock` ([`Guarded::command`]'s rules: an allowed command, a
+/// write under a write hold, keys in the lock's slot that belong to no lock): for a
+/// caller that takes the lock only for commands it knows will be accepted.
+///
+/// ```no_run
+/// use cluster_rwlock::{guarded, Mode};
+/// # fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// // the lock `orders:{42}`
+/// guarded::check(&lock, Mode::Write, "HINCRBY", ["stock:{42}", "n", "-1"])?;
+/// assert!(guarded::check(&lock, Mode::Write, "DEL", [lock.key()]).is_err());
+/// assert!(guarded::check(&lock, Mode::Read, "SET", ["orders:{42}:x", "1"]).is_err());
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidCommand`], [`Error::WrongSlot`] and [`Error::LockKey`], as
+/// [`Guarded::run`] would return them.
+pub fn check<I, A>(lock: &RwLock, mode: Mode, name: &str, args: I) -> Result<()>
+where
+    I: IntoIterator<Item = A>,
+    A: AsRef<[u8]>,
+{
+    let args = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
+    checked(lock, mode, name, args).map(|_| ())
+}
 
 /// One command's reply in a guarded call.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,7 +271,7 @@ impl Reply {
 pub struct Guarded<'a> {
     grant: &'a Grant,
     commands: Vec<Vec<Vec<u8>>>,
-    keys: Vec<String>,
+    keys: Vec<Vec<u8>>,
     writes: bool,
     /// The first mistake in the commands added: `run` returns it, sending nothing.
     refused: Option<Error>,
@@ -195,8 +294,11 @@ impl<'a> Guarded<'a> {
     /// The commands allowed are those on keys that neither block nor publish nor touch
     /// scripts, the cluster or the server (strings, hashes, lists, sets, sorted sets,
     /// `DEL`, `EXPIRE`, ...; see the crate docs); a command that writes needs a write
-    /// hold. A command outside that set, or a key outside the lock's slot, makes
-    /// [`run`](Self::run) fail without sending anything.
+    /// hold. A command outside that set, a key outside the lock's slot, or a key that
+    /// belongs to a lock (the hash or release channel of ANY lock under the client's
+    /// prefix: [`Error::LockKey`]) makes [`run`](Self::run) fail without sending
+    /// anything; so does a command of more than [`MAX_WORDS`] words. [`check`] tells the
+    /// same without a hold.
     ///
     /// ```no_run
     /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
@@ -216,50 +318,19 @@ impl<'a> Guarded<'a> {
         if self.refused.is_some() {
             return self;
         }
-        let upper = name.to_ascii_uppercase();
-        let args: Vec<Vec<u8>> = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
-        let Some(&(_, writes, keys)) = COMMANDS.iter().find(|(n, _, _)| *n == upper) else {
-            self.refused = Some(Error::InvalidCommand(format!(
-                "{name} is not among the commands a guarded call may run"
-            )));
-            return self;
-        };
-        let named = match keys {
-            Keys::First => args.first().into_iter().collect::<Vec<_>>(),
-            Keys::All => args.iter().collect(),
-        };
-        if named.is_empty() {
-            self.refused = Some(Error::InvalidCommand(format!("{name} without a key")));
-            return self;
-        }
-        let lock_slot = self.grant.lock.slot();
-        for key in named {
-            let key_slot = crate::slot::key_slot(key);
-            let text = String::from_utf8_lossy(key).into_owned();
-            if key_slot != lock_slot {
-                self.refused = Some(Error::WrongSlot {
-                    key: text,
-                    key_slot,
-                    lock_slot,
-                });
-                return self;
-            }
-            if !self.keys.contains(&text) {
-                self.keys.push(text);
+        let args = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
+        match checked(&self.grant.lock, self.grant.mode(), name, args) {
+            Err(e) => self.refused = Some(e),
+            Ok(Checked { words, writes, keys }) => {
+                for key in keys {
+                    if !self.keys.contains(&key) {
+                        self.keys.push(key);
+                    }
+                }
+                self.writes |= writes;
+                self.commands.push(words);
             }
         }
-        if writes && self.grant.mode() != Mode::Write {
-            self.refused = Some(Error::InvalidCommand(format!(
-                "{name} writes, and this is a {} hold (writes need a write hold)",
-                self.grant.mode().as_str()
-            )));
-            return self;
-        }
-        self.writes |= writes;
-        let mut words = Vec::with_capacity(1 + args.len());
-        words.push(upper.into_bytes());
-        words.extend(args);
-        self.commands.push(words);
         self
     }
 
@@ -314,10 +385,12 @@ impl<'a> Guarded<'a> {
     /// - [`Error::LockLost`]: the hold is not on the server (its lease ran out, it was
     ///   broken by [`force_release`](crate::LockClient::force_release), or lost in a
     ///   failover): NOTHING ran.
-    /// - [`Error::InvalidCommand`], [`Error::WrongSlot`]: a command that may not run, a
-    ///   write under a read hold, a key outside the lock's slot: nothing was sent.
-    /// - [`Error::NotReplicated`]: the commands ran on the master, but too few replicas
-    ///   acknowledged them in time: a failover now may lose them (and the hold).
+    /// - [`Error::InvalidCommand`], [`Error::WrongSlot`], [`Error::LockKey`]: a command
+    ///   that may not run, a write under a read hold, a key outside the lock's slot or
+    ///   one that belongs to a lock: nothing was sent.
+    /// - [`Error::WriteNotReplicated`]: the commands RAN on the master (nothing is
+    ///   undone), but too few replicas acknowledged them in time: a failover now may lose
+    ///   them (and the hold). Read the data back before writing again.
     /// - [`Error::Unavailable`]: no answer in time; the commands may or may not have run
     ///   (they are not sent again, since running them twice could write twice).
     pub async fn run(self) -> Result<Vec<Reply>> {

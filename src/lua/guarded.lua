@@ -16,8 +16,22 @@
 --        fails does not stop the next and undoes nothing (as in MULTI/EXEC)
 --   {2}    the hold is not there, or its deadline has passed: nothing ran
 --   {-5}   a command writes and the hold is not a write hold: nothing ran
+--   {-6}   a declared key or a command's word is the lock's own hash or channel: nothing
+--          ran (the client refuses every lock's keys before sending; this is the second
+--          line, for a client that did not)
 --   {-3, type}, {-4, field}: see lib
 local owner, id, writes = ARGV[1], ARGV[2], ARGV[3] == '1'
+-- a DEL, HDEL or PEXPIRE of the lock's own hash would let a second writer in and drop
+-- the fence's tombstone: refuse before anything runs. Every word is compared, not only
+-- the keys' places (which this script does not know): a value spelled as the lock's key
+-- is refused too, which costs nothing real
+local own_channel = KEYS[1] .. ':released'
+for k = 2, #KEYS do
+  if KEYS[k] == KEYS[1] or KEYS[k] == own_channel then return {-6} end
+end
+for k = 4, #ARGV do
+  if ARGV[k] == KEYS[1] or ARGV[k] == own_channel then return {-6} end
+end
 local mine = owner_entry(owner)
 if mine == false then return {-4, 'o:' .. owner} end
 local hold = nil

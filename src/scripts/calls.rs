@@ -231,12 +231,13 @@ impl Scripts {
     /// that the cluster checks them) while hold `id` of `owner` is on the server
     /// (`lua/guarded.lua`), confirmed as `on` says: each command's reply, or its error's
     /// message. [`Error::LockLost`] when the hold is gone (nothing ran);
-    /// [`Error::NotReplicated`] when the commands ran on the master but too few replicas
-    /// acknowledged them in time.
+    /// [`Error::WriteNotReplicated`] when the commands ran on the master but too few
+    /// replicas acknowledged them in time. The reply's code is read first: a hold found
+    /// gone is `LockLost` whatever the replicas did (nothing ran to confirm).
     pub async fn guarded(
         &self,
         on: On<'_>,
-        keys: Vec<String>,
+        keys: &[Vec<u8>],
         owner: &str,
         id: u64,
         writes: bool,
@@ -252,16 +253,21 @@ impl Scripts {
             args.extend(words.iter().map(|w| Value::Bytes(w.clone().into())));
         }
         let key = on.target.key;
+        let keys = keys.iter().map(|k| Value::Bytes(k.clone().into())).collect();
         let ran = self.run_with(on, &self.guarded, keys, args).await?;
-        let value = ran.confirmed(key)?;
-        let parts = status(key, value)?;
+        let parts = status(key, ran.value.clone())?;
         match code(&parts)? {
-            1 => {}
+            1 => ran.write_confirmed(key)?,
             2 => return Err(Error::LockLost),
             -5 => {
                 return Err(Error::InvalidCommand(
                     "a command writes and the hold is not a write hold".into(),
                 ))
+            }
+            -6 => {
+                return Err(Error::LockKey {
+                    key: key.to_string(),
+                })
             }
             c => return Err(Error::Protocol(format!("guarded: code {c}"))),
         }
@@ -306,7 +312,7 @@ impl Scripts {
         };
         match code(&parts)? {
             // a write counts once the replicas have it
-            1 => ran.confirmed(key).map(|_| (true, last)),
+            1 => ran.write_confirmed(key).map(|_| (true, last)),
             0 => Ok((false, last)),
             c => Err(Error::Protocol(format!("fenced_set: code {c}"))),
         }

@@ -422,3 +422,68 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
         other => panic!("a refused renewal taken for {other:?}"),
     }
 }
+
+/// `guarded.lua` refuses, by itself, any command that names the lock's own hash or its
+/// channel (declared as a key or written as a word): the client refuses every lock's keys
+/// before sending, and this is the second line for a client that did not. Called here
+/// below the client's check, on a write hold: nothing runs, the hold and fence stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guarded_script_never_touches_its_own_lock() {
+    let t = TwoPaths::new("own-lock").await;
+    let key = t.general_key.clone();
+    let a = t
+        .general
+        .acquire(t.on(&key), Mode::Write, "owner-1", 1, LEASE_MS, Intent::Wait)
+        .await
+        .unwrap();
+    assert!(matches!(a, Attempt::Granted { .. }), "{a:?}");
+    let before = snapshot(&t.node, &key).await;
+    let channel = format!("{key}:released");
+    let data = format!("{key}:data");
+    let w = |s: &str| s.as_bytes().to_vec();
+    let attacks: Vec<(Vec<Vec<u8>>, Vec<Vec<Vec<u8>>>)> = vec![
+        (vec![w(&key)], vec![vec![w("DEL"), w(&key)]]),
+        (vec![w(&key)], vec![vec![w("HDEL"), w(&key), w("w")]]),
+        (vec![w(&key)], vec![vec![w("HSET"), w(&key), w("s"), w("x")]]),
+        (vec![w(&key)], vec![vec![w("PEXPIRE"), w(&key), w("1")]]),
+        (vec![w(&key)], vec![vec![w("PERSIST"), w(&key)]]),
+        (vec![w(&channel)], vec![vec![w("SET"), w(&channel), w("x")]]),
+        // declared as another key, named in the command: refused all the same
+        (vec![w(&data)], vec![vec![w("DEL"), w(&data), w(&key)]]),
+        // a harmless first command does not run either
+        (
+            vec![w(&data)],
+            vec![vec![w("SET"), w(&data), w("1")], vec![w("DEL"), w(&key)]],
+        ),
+    ];
+    for (keys, commands) in attacks {
+        let e = t
+            .general
+            .guarded(t.on(&key), &keys, "owner-1", 1, true, &commands)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, crate::error::Error::LockKey { .. }),
+            "{commands:?}: {e}"
+        );
+        assert_eq!(snapshot(&t.node, &key).await.0, before.0, "{commands:?}");
+        let exists: i64 = t.node.exists(vec![data.clone(), channel.clone()]).await.unwrap();
+        assert_eq!(exists, 0, "{commands:?}");
+    }
+    // the same script runs what does not touch the lock
+    let ran = t
+        .general
+        .guarded(
+            t.on(&key),
+            &[w(&data)],
+            "owner-1",
+            1,
+            true,
+            &[vec![w("SET"), w(&data), w("1")]],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ran.len(), 1);
+    let _: i64 = t.node.del(data).await.unwrap();
+    t.remove().await;
+}

@@ -68,6 +68,18 @@ impl Ran {
             Some((wanted, acked)) => Err(not_replicated(key, wanted, acked)),
         }
     }
+
+    /// For a call whose writes ran and stay (a guarded call, a fenced write): `Ok` when
+    /// confirmed, else [`Error::WriteNotReplicated`] (nothing is undone).
+    pub(super) fn write_confirmed(&self, key: &str) -> Result<()> {
+        match self.unconfirmed {
+            None => Ok(()),
+            Some((wanted, acked)) => {
+                crate::observe::not_replicated(key, wanted, acked);
+                Err(Error::WriteNotReplicated { wanted, acked })
+            }
+        }
+    }
 }
 
 pub(super) fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
@@ -79,13 +91,13 @@ pub(super) fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
 pub(super) fn evalsha_call(
     script: &Script,
     key: &str,
-    extra_keys: Vec<String>,
+    extra_keys: Vec<Value>,
     args: Vec<Value>,
 ) -> Vec<Value> {
     let mut call: Vec<Value> = Vec::with_capacity(3 + extra_keys.len() + args.len());
     let keys = i64::try_from(1 + extra_keys.len()).unwrap_or(i64::MAX);
     call.extend([script.sha1().to_string().into(), keys.into(), key.into()]);
-    call.extend(extra_keys.into_iter().map(Value::from));
+    call.extend(extra_keys);
     call.extend(args);
     call
 }
@@ -126,7 +138,7 @@ impl Scripts {
         &'a self,
         on: On<'a>,
         script: &'a Script,
-        extra_keys: Vec<String>,
+        extra_keys: Vec<Value>,
         args: Vec<Value>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {

@@ -121,3 +121,53 @@ async fn an_upgrade_that_times_out_keeps_the_upgradable_hold() {
     w.release().await.unwrap();
     assert_no_keys(cluster, &p).await;
 }
+
+/// An upgrade cancelled at any point (a timeout around `upgrade()` that fires while its
+/// script or its confirmation is on the wire, or before it was sent) leaves no hold: the
+/// upgradable hold and any write hold the upgrade was granted are both given back, and
+/// another client is granted the lock within a moment, not after a lease (30 s here).
+/// Half of the tries have a second reader, so that the upgrade is left pending and the
+/// cancel has to withdraw it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_upgrade_leaves_no_hold() {
+    let cluster = cluster().await;
+    let p = prefix("up-cancel");
+    let client = client(cluster, &p).await;
+    let other = client_other(cluster, &p).await;
+    let lock = client.rwlock("doc").unwrap();
+    let theirs = other.rwlock("doc").unwrap();
+    for i in 0..40u64 {
+        // 0 to ~4 ms: from a timeout that fires before the first poll's send returns to
+        // one that fires while the WAIT is on the wire
+        let cancel_after = Duration::from_micros((i * 997) % 4_000);
+        let up = lock.upgradable_read().await.unwrap();
+        let reader = if i % 2 == 1 {
+            Some(theirs.read().await.unwrap())
+        } else {
+            None
+        };
+        let _ = tokio::time::timeout(cancel_after, up.upgrade()).await;
+        drop(reader);
+        let started = Instant::now();
+        let w = loop {
+            if let Some(w) = theirs.try_write().await.unwrap() {
+                break w;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "try {i} (cancelled after {cancel_after:?}): the lock is still held: {:?}",
+                lock.state().await
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        w.release().await.unwrap();
+    }
+    client.close().await;
+    other.close().await;
+    assert_no_keys(cluster, &p).await;
+}
+
+/// A second client of the same prefix (another process, as far as the lock can tell).
+async fn client_other(cluster: &cluster_rwlock_testkit::TestCluster, p: &str) -> LockClient {
+    client(cluster, p).await
+}

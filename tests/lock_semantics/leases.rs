@@ -219,3 +219,50 @@ async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it(
     }
     assert_no_keys(cluster, &p).await;
 }
+
+/// What a program does right before it exits: a guard dropped (given back in the
+/// background), or an acquire that failed with a grant that was not confirmed (undone in
+/// the background), then `close()`. `close` sends those give-backs before it closes:
+/// another client is granted the lock at once, every time, and nothing is left held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_sends_what_is_still_to_be_given_back() {
+    use cluster_rwlock::{Durability, Mode};
+    let cluster = cluster().await;
+    let p = prefix("close-flush");
+    let other = client(cluster, &p).await;
+    for i in 0..5 {
+        // a dropped guard
+        let client = client(cluster, &p).await;
+        let w = client.rwlock("job").unwrap().write().await.unwrap();
+        drop(w);
+        assert_eq!(client.close().await, 0, "try {i}: give-backs left unsent");
+        let got = other.rwlock("job").unwrap().try_write().await.unwrap();
+        got.unwrap_or_else(|| panic!("try {i}: the dropped guard's hold is still there"))
+            .release()
+            .await
+            .unwrap();
+    }
+    // a grant the replicas cannot confirm (more replicas asked for than there are):
+    // NotReplicated, the grant undone in the background, then close at once
+    let strict = client_with(cluster, |c| {
+        c.prefix(&p).durability(Durability::Replicas {
+            count: 5,
+            timeout: Duration::from_millis(50),
+        })
+    })
+    .await;
+    for mode in [Mode::Write, Mode::Read] {
+        let e = strict
+            .rwlock("job")
+            .unwrap()
+            .try_acquire(mode)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::NotReplicated { .. }), "{e}");
+    }
+    assert_eq!(strict.close().await, 0);
+    assert_no_keys(cluster, &p).await;
+    let w = other.rwlock("job").unwrap().try_write().await.unwrap();
+    w.expect("the unconfirmed grants were undone").release().await.unwrap();
+    other.close().await;
+}

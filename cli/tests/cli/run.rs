@@ -223,5 +223,37 @@ async fn exec_runs_guarded_commands_under_the_lock() {
     assert_eq!(left.as_deref(), Some("paid"));
     let none: Option<String> = client.redis().get(&elsewhere).await.unwrap();
     assert_eq!(none, None);
+
+    // the lock's own hash, another lock's hash of the slot: refused with nothing sent
+    let lock = client.rwlock(&name).unwrap();
+    let neighbour = client.rwlock(&format!("invoices:{{{tag}}}")).unwrap();
+    for key in [lock.key(), neighbour.key()] {
+        let mut cmd = cli(cluster, &prefix);
+        cmd.args(["exec", "--write", &name, "--", "DEL", key]);
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(64), "{key}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("lock's own"), "{}", text(&out.stderr));
+    }
+
+    // commands are checked before the lock is asked for: with the lock held by another,
+    // a command that may not run exits 64 at once instead of waiting for it
+    let held = lock.write().await.unwrap();
+    let started = Instant::now();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["exec", "--write", &name, "--", "FLUSHALL"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    held.release().await.unwrap();
+
+    // a reply that is an error: the others ran, the exit is 65
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["exec", "--write", &name, "--"])
+        .args(["INCR", &status, ";", "SET", &status, "shipped"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("(error)"), "{}", text(&out.stdout));
+    let left: Option<String> = client.redis().get(&status).await.unwrap();
+    assert_eq!(left.as_deref(), Some("shipped"));
     client.close().await;
 }
