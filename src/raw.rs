@@ -276,7 +276,7 @@ impl RawLock {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
         let in_flight = AtomicBool::new(false);
-        self.call(|c| {
+        let outcome = self.call(|c| {
             let unsure = in_flight.swap(true, Ordering::AcqRel);
             let in_flight = &in_flight;
             async move {
@@ -296,7 +296,21 @@ impl RawLock {
                 reply
             }
         })
-        .await
+        .await;
+        match outcome {
+            // the budget ran out on an error that does not say whether the script ran (a
+            // connection lost, CLUSTERDOWN, a node that did not answer): an unknown
+            // outcome, which is `Unavailable`, whatever the last error was. A refused
+            // permission is the server's word that nothing ran, and stays one.
+            Err(e @ (Error::Server(_) | Error::Connection(_)))
+                if in_flight.load(Ordering::Acquire) && !e.is_permission_denied() =>
+            {
+                Err(Error::Unavailable(format!(
+                    "a guarded call got no clear answer ({e}): its commands may have run, and are not sent again"
+                )))
+            }
+            other => other,
+        }
     }
 
     /// How long a release is followed through timeouts and failovers: a lease (a hold not

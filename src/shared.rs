@@ -107,7 +107,11 @@ impl Shared {
     /// after it, never past `deadline`; `None` for no WAIT (the weaker mode, or a master
     /// that has no replica that could be promoted).
     pub fn confirm(&self, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
-        let replicas = self.cluster.router.routes().map.replicas_for(slot);
+        let router = &self.cluster.router;
+        let replicas = router
+            .node_for(slot)
+            .and_then(|n| n.attached_replicas())
+            .unwrap_or_else(|| router.routes().map.replicas_for(slot));
         self.confirm_with(replicas, deadline)
     }
 
@@ -119,13 +123,20 @@ impl Shared {
             Durability::MasterOnly => return None,
             Durability::Replicas { count, timeout } => (count, timeout),
             Durability::Replicated { timeout } => {
-                // a master only a redirect told of: at least one until the views say
+                // a first guess (a master only a redirect told of: one): the batch reads
+                // the master's own count after its WAIT and is confirmed only when every
+                // replica it reports attached acknowledged; with none, no WAIT, and the
+                // master's word that it has none
                 let n = if replicas == UNKNOWN { 1 } else { replicas };
-                if n == 0 {
-                    crate::observe::confirmed_alone();
-                    return None;
-                }
-                (n, timeout)
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                let timeout = wait_timeout(timeout, left, self.config.command_timeout);
+                return Some(Confirm {
+                    wanted: n,
+                    timeout_ms: u64::try_from(timeout.as_millis())
+                        .unwrap_or(u64::MAX)
+                        .max(1),
+                    every_attached: true,
+                });
             }
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -135,6 +146,7 @@ impl Shared {
             timeout_ms: u64::try_from(timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
+            every_attached: false,
         })
     }
 

@@ -38,42 +38,62 @@
 //! `Shared::confirm_with`: at most three quarters), so that a batch ends confirmed or not, not
 //! timed out.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use tokio::sync::{mpsc, oneshot, Notify};
 
+use crate::cluster::topology::UNKNOWN;
+
 /// `WAIT wanted timeout_ms` after a batch, in the same round trip on the same
-/// connection.
+/// connection, and, for a call that must reach every replica that could be promoted,
+/// `INFO replication` after it: the master's own list of the replicas attached to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Confirm {
-    /// Replicas that must acknowledge (at least 1).
+    /// Replicas that must acknowledge (0: no `WAIT`, only the master's count, which must
+    /// then be 0 too).
     pub wanted: u32,
     /// At most this long (at least 1 ms: `WAIT n 0` would block for ever).
     pub timeout_ms: u64,
+    /// Every replica the master reports attached must have acknowledged, whatever
+    /// `wanted` guessed (`Durability::Replicated`): `WAIT n` is met by ANY n replicas,
+    /// so the count to wait for comes from the master itself, read in the same pipeline.
+    pub every_attached: bool,
 }
 
 /// A call's reply, or the error that stands for it.
 pub(crate) type Reply = std::result::Result<Value, fred::error::Error>;
 
-/// The replies of a send (one per `EVALSHA`, in order), and the replicas that
-/// acknowledged the batch it went in (`None`: no `WAIT` was sent, or the batch failed
-/// as a whole).
+/// The replies of a send (one per `EVALSHA`, in order), the replicas that acknowledged
+/// the batch it went in (`None`: no `WAIT` was sent, or the batch failed as a whole),
+/// and the replicas the master reported attached right after (`None`: not asked, or
+/// not readable).
 pub(crate) struct Batch {
     pub replies: Vec<Reply>,
     pub acked: Option<u32>,
+    pub attached: Option<u32>,
 }
 
 impl Batch {
-    /// With `confirm` asked for, and fewer replicas than it wants acknowledged: replicas
-    /// wanted and those that acknowledged (`None`: confirmed, or not asked for).
+    /// With `confirm` asked for, and fewer replicas acknowledged than it needs (its
+    /// `wanted`; for `every_attached`, as many as the master reported attached, at least
+    /// one when that report could not be read): replicas needed and those that
+    /// acknowledged (`None`: confirmed, or not asked for).
     pub fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<(u32, u32)> {
+        let c = confirm?;
         let acked = self.acked.unwrap_or(0);
-        confirm
-            .filter(|c| acked < c.wanted)
-            .map(|c| (c.wanted, acked))
+        let needed = if c.every_attached {
+            self.attached.unwrap_or(c.wanted.max(1))
+        } else {
+            c.wanted
+        };
+        if needed == 0 && c.every_attached {
+            crate::observe::confirmed_alone();
+        }
+        (acked < needed).then_some((needed, acked))
     }
 }
 
@@ -118,13 +138,63 @@ impl Drop for Plug {
     }
 }
 
+/// What a lane's task shares with its node: the `WAIT`s sent (by every node's lanes),
+/// and the replicas the node last reported attached to it ([`UNKNOWN`] before the first
+/// report), which the next calls' confirmations start from.
+#[derive(Clone)]
+pub(crate) struct Tally {
+    pub waits: Arc<AtomicU64>,
+    pub attached: Arc<AtomicU32>,
+    /// When `attached` was last read from the node.
+    read_at: Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+/// How long the node's count of its replicas is used without reading it again (a
+/// replica attached since is counted from the next batch after that; one that died is
+/// noticed at once, by the short `WAIT` it causes).
+const COUNT_FRESH: Duration = Duration::from_millis(250);
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally::new(Arc::default())
+    }
+}
+
+impl Tally {
+    /// A tally for a new node, counting `WAIT`s in `waits`.
+    pub fn new(waits: Arc<AtomicU64>) -> Tally {
+        Tally {
+            waits,
+            attached: Arc::new(AtomicU32::new(UNKNOWN)),
+            read_at: Arc::default(),
+        }
+    }
+
+    /// The replicas the node last reported attached, if it has.
+    pub fn attached(&self) -> Option<u32> {
+        Some(self.attached.load(Ordering::Relaxed)).filter(|&n| n != UNKNOWN)
+    }
+
+    /// Whether the count is to be read again (never read, or read `COUNT_FRESH` ago).
+    fn stale(&self) -> bool {
+        let read_at = *self.read_at.lock().unwrap_or_else(|e| e.into_inner());
+        read_at.is_none_or(|t| t.elapsed() >= COUNT_FRESH)
+    }
+
+    /// The node reported `n` replicas attached.
+    fn record(&self, n: u32) {
+        self.attached.store(n, Ordering::Relaxed);
+        *self.read_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+}
+
 impl Lane {
-    /// The lane of `client`, which counts the `WAIT`s it sends in `waits`; its task runs
-    /// on the current runtime until every clone of the lane is dropped.
-    pub fn new(client: Client, waits: Arc<AtomicU64>) -> Lane {
+    /// The lane of `client`, which counts what it sends in `tally`; its task runs on the
+    /// current runtime until every clone of the lane is dropped.
+    pub fn new(client: Client, tally: Tally) -> Lane {
         let (jobs, rx) = mpsc::unbounded_channel();
         let plugs = Arc::new(Plugs::default());
-        tokio::spawn(run_lane(client, rx, waits, plugs.clone()));
+        tokio::spawn(run_lane(client, rx, tally, plugs.clone()));
         Lane { jobs, plugs }
     }
 
@@ -176,6 +246,7 @@ fn failed(count: usize, e: fred::error::Error) -> Batch {
     Batch {
         replies: (0..count).map(|_| Err(e.clone())).collect(),
         acked: None,
+        attached: None,
     }
 }
 
@@ -184,7 +255,7 @@ fn failed(count: usize, e: fred::error::Error) -> Batch {
 async fn run_lane(
     client: Client,
     mut rx: mpsc::UnboundedReceiver<Job>,
-    waits: Arc<AtomicU64>,
+    tally: Tally,
     plugs: Arc<Plugs>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -207,22 +278,55 @@ async fn run_lane(
                 Err(_) => break,
             }
         }
-        send_jobs(&client, jobs, &waits).await;
+        send_jobs(&client, jobs, &tally).await;
     }
 }
 
-/// The confirmation of a batch: as many replicas as the most demanding job wants, within
-/// the shortest timeout any of them gives (none waits longer than it asked).
+/// The confirmation of a batch: as many replicas as the most demanding job wants,
+/// within the LONGEST timeout any of them allows (each is capped below the command
+/// timeout already): a job near its own deadline must not cut the `WAIT` of every other
+/// job of its batch short, turning their grants into refusals on a replica a little
+/// slow. A caller whose deadline passes first stops waiting by itself (its attempt is
+/// bounded by that deadline, and what it left is given back). The master's count is
+/// read when any job needs it.
 fn combined(jobs: &[Job]) -> Option<Confirm> {
     jobs.iter()
         .filter_map(|j| j.confirm)
         .reduce(|a, b| Confirm {
             wanted: a.wanted.max(b.wanted),
-            timeout_ms: a.timeout_ms.min(b.timeout_ms),
+            timeout_ms: a.timeout_ms.max(b.timeout_ms),
+            every_attached: a.every_attached || b.every_attached,
         })
 }
 
-async fn send_jobs(client: &Client, mut jobs: Vec<Job>, waits: &AtomicU64) {
+/// The replicas `INFO replication` of a master reports attached and in sync with it
+/// (`state=online`: a replica still loading its first copy neither acknowledges nor
+/// has the data to be promoted with); `None` for a reply that is not a master's.
+fn attached_replicas(info: &str) -> Option<u32> {
+    let mut master = false;
+    let mut online = 0;
+    for line in info.lines() {
+        let line = line.trim();
+        if line == "role:master" {
+            master = true;
+        }
+        let Some((name, fields)) = line.split_once(':') else {
+            continue;
+        };
+        let numbered = |p: &str| {
+            name.strip_prefix(p)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if (numbered("slave") || numbered("replica"))
+            && fields.split(',').any(|f| f == "state=online")
+        {
+            online += 1;
+        }
+    }
+    master.then_some(online)
+}
+
+async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
     let confirm = combined(&jobs);
     let pipeline = client.pipeline();
     // the reply index of each call of each job
@@ -242,8 +346,10 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, waits: &AtomicU64) {
         }
         replies_of.push(indexes);
     }
-    if let Some(c) = confirm {
-        waits.fetch_add(1, Ordering::Relaxed);
+    // the reply index of the WAIT and of the master's count, when sent
+    let (mut wait_at, mut info_at) = (None, None);
+    if let Some(c) = confirm.filter(|c| c.wanted > 0) {
+        tally.waits.fetch_add(1, Ordering::Relaxed);
         let timeout = i64::try_from(c.timeout_ms.max(1)).unwrap_or(i64::MAX);
         queue(
             &pipeline,
@@ -251,6 +357,20 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, waits: &AtomicU64) {
             vec![i64::from(c.wanted).into(), timeout.into()],
         )
         .await;
+        wait_at = Some(queued);
+        queued += 1;
+    }
+    // the master's own count, when a job needs it: a job that would be confirmed with no
+    // replica (the count it started from is 0) needs the master's word in this very
+    // pipeline; others, a count read no longer than COUNT_FRESH ago
+    let counted = |c: &Confirm| c.every_attached;
+    let alone = jobs
+        .iter()
+        .any(|j| j.confirm.is_some_and(|c| counted(&c) && c.wanted == 0));
+    if alone || (confirm.is_some_and(|c| counted(&c)) && tally.stale()) {
+        // after the WAIT: a replica that attached while it blocked is counted too
+        queue(&pipeline, command("INFO"), vec!["replication".into()]).await;
+        info_at = Some(queued);
         queued += 1;
     }
     let replies: Vec<Reply> = pipeline.try_all().await;
@@ -267,22 +387,51 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, waits: &AtomicU64) {
         }
         return;
     }
-    let acked = confirm.map(|_| acknowledged(&replies));
+    let acked = wait_at.map(|i| acknowledged(replies.get(i)));
+    let mut attached = info_at.and_then(|i| info_count(replies.get(i)));
+    let short = jobs.iter().any(|j| {
+        j.confirm
+            .is_some_and(|c| counted(&c) && acked.unwrap_or(0) < c.wanted)
+    });
+    if attached.is_none() && short {
+        // fewer acknowledgements than the count the batch started from: a replica may
+        // have died (or detached). The master's count now says whether those that
+        // acknowledged are all it has: a replica attached since the WAIT is counted,
+        // which can only refuse a grant, and one gone since is dead to any election
+        let reply: Reply = client
+            .custom(command("INFO"), vec![Value::from("replication")])
+            .await;
+        attached = info_count(Some(&reply));
+    }
+    if let Some(n) = attached {
+        // the next calls to this node start from what it said
+        tally.record(n);
+    }
     for (job, indexes) in jobs.into_iter().zip(replies_of) {
         let batch = Batch {
             replies: indexes.into_iter().map(|i| replies[i].clone()).collect(),
             // a job that asked for no confirmation is told none
             acked: job.confirm.and(acked),
+            attached: job.confirm.and(attached),
         };
         // (a caller that gave up: its calls ran all the same)
         let _ = job.done.send(batch);
     }
 }
 
-/// The replicas a batch's `WAIT` counted (its last reply; 0 when it failed: see the
-/// module docs for why a reply proves the whole batch).
-fn acknowledged(replies: &[Reply]) -> u32 {
-    match replies.last() {
+/// The count of [`attached_replicas`] in a reply of `INFO replication`.
+fn info_count(reply: Option<&Reply>) -> Option<u32> {
+    match reply {
+        Some(Ok(Value::String(s))) => attached_replicas(s),
+        Some(Ok(Value::Bytes(b))) => attached_replicas(&String::from_utf8_lossy(b)),
+        _ => None,
+    }
+}
+
+/// The replicas a batch's `WAIT` counted (0 when it failed: see the module docs for why
+/// a reply proves the whole batch).
+fn acknowledged(wait: Option<&Reply>) -> u32 {
+    match wait {
         Some(Ok(Value::Integer(i))) => u32::try_from((*i).max(0)).unwrap_or(u32::MAX),
         _ => 0,
     }
@@ -310,14 +459,77 @@ mod tests {
         }
     }
 
+    fn confirm(wanted: u32, timeout_ms: u64, every_attached: bool) -> Option<Confirm> {
+        Some(Confirm {
+            wanted,
+            timeout_ms,
+            every_attached,
+        })
+    }
+
     #[test]
-    fn a_batch_waits_for_the_most_replicas_within_the_shortest_timeout() {
-        let c = |wanted, timeout_ms| Some(Confirm { wanted, timeout_ms });
+    fn a_batch_waits_for_the_most_replicas_within_the_longest_timeout() {
+        let c = |wanted, timeout_ms| confirm(wanted, timeout_ms, false);
         assert_eq!(combined(&[job(None), job(None)]), None);
+        // a job 1 ms from its deadline does not cut the others' WAIT to 1 ms
         assert_eq!(
-            combined(&[job(c(1, 50)), job(None), job(c(2, 20))]),
-            c(2, 20)
+            combined(&[job(c(1, 50)), job(None), job(c(2, 1))]),
+            c(2, 50)
         );
+        assert_eq!(
+            combined(&[job(c(2, 5)), job(confirm(0, 20, true))]),
+            confirm(2, 20, true)
+        );
+    }
+
+    #[test]
+    fn the_masters_own_count_of_its_replicas_is_read_from_its_info() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7004,state=online,offset=120,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7005,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave2:ip=127.0.0.1,port=7006,state=online,offset=118,lag=7\r\n\
+            master_failover_state:no-failover\r\nmaster_repl_offset:120\r\n";
+        // a lagging replica whose link is up still counts: it could be promoted
+        assert_eq!(attached_replicas(info), Some(2));
+        assert_eq!(
+            attached_replicas("role:master\r\nconnected_slaves:0\r\n"),
+            Some(0)
+        );
+        assert_eq!(
+            attached_replicas("role:master\nreplica0:ip=a,port=1,state=online,offset=1,lag=0\n"),
+            Some(1)
+        );
+        assert_eq!(
+            attached_replicas("role:slave\r\nmaster_host:127.0.0.1\r\n"),
+            None
+        );
+        assert_eq!(attached_replicas(""), None);
+        // fields that only look alike
+        assert_eq!(
+            attached_replicas("role:master\nslaves:state=online\nslave_read_only:1\n"),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn every_attached_replica_must_acknowledge_whatever_was_guessed() {
+        let b = |acked, attached| Batch {
+            replies: Vec::new(),
+            acked,
+            attached,
+        };
+        // guessed 1, the master says 2: one acknowledgement is not enough
+        assert_eq!(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, true)), Some((2, 1)));
+        // guessed 2, one of them died: the one left confirms
+        assert_eq!(b(Some(1), Some(1)).unconfirmed(confirm(2, 5, true)), None);
+        // no replica: confirmed alone, by the master's own word only
+        assert_eq!(b(None, Some(0)).unconfirmed(confirm(0, 5, true)), None);
+        assert_eq!(b(None, Some(1)).unconfirmed(confirm(0, 5, true)), Some((1, 0)));
+        // the master's word unreadable: at least one
+        assert_eq!(b(None, None).unconfirmed(confirm(0, 5, true)), Some((1, 0)));
+        assert_eq!(b(Some(1), None).unconfirmed(confirm(1, 5, true)), None);
+        // an explicit count is that count
+        assert_eq!(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, false)), None);
     }
 
     #[test]
@@ -329,22 +541,17 @@ mod tests {
                 "connection lost",
             ))
         };
-        // EVALSHA, EVALSHA, WAIT
-        assert_eq!(acknowledged(&[i(1), i(1), i(2)]), 2);
+        assert_eq!(acknowledged(Some(&i(2))), 2);
         // a WAIT that failed (its connection lost) confirms nothing
-        assert_eq!(acknowledged(&[i(1), lost()]), 0);
-        assert_eq!(acknowledged(&[i(1), i(-3)]), 0);
-        assert_eq!(acknowledged(&[]), 0);
+        assert_eq!(acknowledged(Some(&lost())), 0);
+        assert_eq!(acknowledged(Some(&i(-3))), 0);
+        assert_eq!(acknowledged(None), 0);
         let b = Batch {
             replies: Vec::new(),
             acked: Some(1),
+            attached: None,
         };
-        let want = |wanted| {
-            Some(Confirm {
-                wanted,
-                timeout_ms: 5,
-            })
-        };
+        let want = |wanted| confirm(wanted, 5, false);
         assert_eq!(b.unconfirmed(want(1)), None);
         assert_eq!(b.unconfirmed(want(2)), Some((2, 1)));
         assert_eq!(b.unconfirmed(None), None);

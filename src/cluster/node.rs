@@ -10,7 +10,7 @@ use fred::clients::SubscriberClient;
 use fred::prelude::*;
 use fred::types::config::UnresponsiveConfig;
 
-use crate::cluster::lane::Lane;
+use crate::cluster::lane::{Lane, Tally};
 use crate::cluster::topology::Addr;
 use crate::error::{ClientResult, Error, Result};
 
@@ -119,13 +119,17 @@ impl Connector {
             let _task = client.connect();
             clients.push(client);
         }
+        let tally = Tally::new(self.waits.clone());
         Ok(Node {
             addr: addr.to_string(),
             lanes: clients
                 .iter()
-                .map(|c| Lane::new(c.clone(), self.waits.clone()))
+                .map(|c| Lane::new(c.clone(), tally.clone()))
                 .collect(),
             clients,
+            control: std::sync::OnceLock::new(),
+            builder,
+            tally,
         })
     }
 
@@ -146,9 +150,37 @@ pub(crate) struct Node {
     clients: Vec<Client>,
     /// Parallel to `clients`: the lane of each connection.
     lanes: Vec<Lane>,
+    /// The connection that reads the topology (`CLUSTER NODES`), made on first use: no
+    /// `WAIT` ever blocks it, so a view is never read behind a batch's confirmation.
+    control: std::sync::OnceLock<Client>,
+    builder: Builder,
+    /// What the lanes counted; the replicas the node last reported attached.
+    tally: Tally,
 }
 
 impl Node {
+    /// The replicas this node last reported attached to it (read by a lane's batch that
+    /// needed it), if it has.
+    pub fn attached_replicas(&self) -> Option<u32> {
+        self.tally.attached()
+    }
+
+    /// The connection for the topology's reads (see the field).
+    pub fn control(&self) -> Result<&Client> {
+        if let Some(c) = self.control.get() {
+            return Ok(c);
+        }
+        let client = self.builder.build().lock_err()?;
+        let _task = client.connect();
+        // a racing caller's connection is dropped unused, and closed
+        if let Err(extra) = self.control.set(client) {
+            tokio::spawn(async move { extra.quit().await });
+        }
+        self.control
+            .get()
+            .ok_or_else(|| Error::Protocol("the control connection".into()))
+    }
+
     /// The connection that carries the commands of `slot`: always the same one, so that a
     /// lock's commands stay in order and `WAIT` counts its writes.
     pub fn client(&self, slot: u16) -> &Client {
@@ -168,7 +200,7 @@ impl Node {
 
     /// Closes the connections, without waiting for a node that does not answer.
     pub fn close(&self, within: Duration) {
-        for c in &self.clients {
+        for c in self.clients.iter().chain(self.control.get()) {
             let c = c.clone();
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(within, c.quit()).await;

@@ -46,8 +46,10 @@ pub(crate) struct Link {
     /// The node is the target of an `ASK` redirect: `ASKING` must come right before the
     /// command (in the same pipeline: Redis clears the flag after the next command).
     pub asking: bool,
-    /// The node's replicas that could be promoted, as the slot map in force said when
-    /// the command was sent ([`topology::UNKNOWN`] for a node no view described).
+    /// The node's replicas that could be promoted, as the node itself last reported
+    /// them, or as the slot map in force said before it had ([`topology::UNKNOWN`] for a
+    /// node no view described): the `WAIT`'s first guess, checked against the node's own
+    /// count in the same pipeline (see `lane`).
     pub replicas: u32,
 }
 
@@ -251,7 +253,8 @@ impl Router {
     pub async fn view_of(&self, addr: &str, bound: Duration) -> Option<Vec<topology::NodeLine>> {
         let node = self.node(addr).ok()?;
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
-        let text: String = tokio::time::timeout(bound, node.client(0).custom(cmd, vec!["NODES"]))
+        let control = node.control().ok()?;
+        let text: String = tokio::time::timeout(bound, control.custom(cmd, vec!["NODES"]))
             .await
             .ok()?
             .ok()?;
@@ -286,10 +289,13 @@ impl Router {
                 client: node.client(slot).clone(),
                 lane: node.lane(slot).clone(),
                 asking: asking.is_some(),
-                replicas: match &asking {
+                // the master's own count when it gave one (every confirmed batch asks
+                // it); the slot map's, or UNKNOWN, only until then: the batch's check
+                // against the master's count corrects a guess that was too low
+                replicas: node.attached_replicas().unwrap_or_else(|| match &asking {
                     Some(n) => map.replicas_of(&n.addr),
                     None => map.replicas_for(slot),
-                },
+                }),
             };
             let send = op(link);
             let outcome = tokio::select! {

@@ -406,6 +406,7 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
     let confirm = Some(Confirm {
         wanted: 1,
         timeout_ms: 100,
+        every_attached: true,
     });
     let out = scripts
         .renew_pipeline(

@@ -1,0 +1,119 @@
+//! Confirmation counts the replicas the master itself reports attached (`INFO
+//! replication`, read in the same pipeline as the batch's `WAIT`), not the slot map's
+//! guess: a dead replica stops no grant for longer than one `WAIT`, and a frozen replica
+//! whose link is still up is waited for, even once the cluster flags it failing (it may
+//! thaw and be promoted). Each test has a cluster of its own.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cluster_rwlock::{Error, LockClient};
+use cluster_rwlock_testkit::TestCluster;
+use common::{client_with, locks_on, prefix};
+
+async fn connect(cluster: &TestCluster, p: &str) -> LockClient {
+    client_with(cluster, |c| c.prefix(p).command_timeout(Duration::from_secs(1))).await
+}
+
+/// One master's only replica killed while a lock of that master is taken and released
+/// in a loop: grants go on within about one `WAIT` (its timeout, 500 ms by default),
+/// not after the cluster has flagged the replica failed (the node timeout, 2 s here, 15 s
+/// by Redis's default) and the map was read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("dead-replica");
+    let client = connect(&cluster, &p).await;
+    let master = cluster.nodes()[0].clone();
+    let lock = locks_on(&cluster, &client, &master, 1, "k").await.pop().unwrap();
+    let replica = cluster.replica_of(master.index).await.unwrap();
+    let began = Instant::now();
+    let kill_at = Duration::from_secs(2);
+    let end = Duration::from_secs(6);
+    let mut grants: Vec<Duration> = Vec::new();
+    let mut killed = false;
+    while began.elapsed() < end {
+        if !killed && began.elapsed() >= kill_at {
+            cluster.kill(replica.index).await.unwrap();
+            killed = true;
+        }
+        match lock.write_timeout(Duration::from_secs(1)).await {
+            Ok(g) => {
+                grants.push(began.elapsed());
+                g.release().await.unwrap();
+            }
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+    }
+    // grants per half second around the kill (at 2 s)
+    let per_half: Vec<usize> = (0..12)
+        .map(|i| {
+            let (a, b) = (Duration::from_millis(500 * i), Duration::from_millis(500 * (i + 1)));
+            grants.iter().filter(|t| **t >= a && **t < b).count()
+        })
+        .collect();
+    eprintln!("dead replica: grants per 500 ms, the replica killed at 2.0 s: {per_half:?}");
+    let longest_gap = grants
+        .windows(2)
+        .filter(|w| w[1] >= kill_at)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(end);
+    eprintln!("dead replica: the longest wait for a grant after the kill: {longest_gap:?}");
+    assert!(
+        grants.last().is_some_and(|t| *t > end - Duration::from_millis(500)),
+        "grants stopped: {per_half:?}"
+    );
+    assert!(
+        longest_gap < Duration::from_millis(1_500),
+        "grants stopped for {longest_gap:?} after the replica died: {per_half:?}"
+    );
+    client.close().await;
+}
+
+/// A replica frozen past the node timeout is flagged failing by every node, but its
+/// master still lists it attached (its link is up until `repl-timeout`): it may thaw and
+/// be promoted, so grants wait for it (they are not confirmed without it), and flow again
+/// once it thaws.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("frozen-replica");
+    let client = connect(&cluster, &p).await;
+    let master = cluster.nodes()[0].clone();
+    let lock = locks_on(&cluster, &client, &master, 1, "k").await.pop().unwrap();
+    let replica = cluster.replica_of(master.index).await.unwrap();
+    lock.write().await.unwrap().release().await.unwrap();
+    cluster.pause(replica.index).await.unwrap();
+    // past the node timeout (2 s): the cluster flags it failing, the map drops it
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let mut refused = 0;
+    for _ in 0..3 {
+        match lock.try_write().await {
+            Err(Error::NotReplicated { wanted, acked }) => {
+                assert_eq!((wanted, acked), (1, 0));
+                refused += 1;
+            }
+            // the last refused grant not given back yet
+            Ok(None) => {}
+            other => panic!("a grant without the frozen replica: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(refused > 0);
+    cluster.unpause(replica.index).await.unwrap();
+    let thawed = Instant::now();
+    let w = loop {
+        match lock.try_write().await {
+            Ok(Some(w)) => break w,
+            Ok(None) => panic!("the lock is held by nobody"),
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+        assert!(thawed.elapsed() < Duration::from_secs(10), "no grant after the thaw");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("frozen replica: granted {:?} after the thaw", thawed.elapsed());
+    w.release().await.unwrap();
+    client.close().await;
+}
