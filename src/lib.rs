@@ -91,8 +91,10 @@
 //!   readers stay. Writes downgrade to read or to upgradable read in one step.
 //! - **Confirmed grants, by default.** A grant or a renewal counts only once the replicas
 //!   that could be promoted in place of the slot's master have it: each is sent with a
-//!   `WAIT` for the replicas the cluster does not flag as failing, in the same round trip
-//!   ([`Durability`]). A grant they do not confirm in time is undone
+//!   `WAIT`, in the same round trip, and counts only when as many replicas acknowledged
+//!   as the master itself reports attached (`INFO replication`; a replica whose link is
+//!   up counts, even one the cluster flags as failing, since it may come back and be
+//!   promoted) ([`Durability`]). A grant they do not confirm in time is undone
 //!   ([`Error::NotReplicated`]; calls with a timeout try again until it runs out); a
 //!   renewal they do not confirm does not extend the holder's lease. A failover then keeps
 //!   every hold its holder believes in. [`Durability::MasterOnly`] is the faster, weaker
@@ -165,15 +167,21 @@
 //! - **A lease is no substitute for a fence**: a holder paused longer than its lease (GC,
 //!   swap, a frozen VM) may act after another owner was granted the lock. Only the
 //!   resource can refuse it, by checking fences.
-//! - **WAIT is not consensus.** A confirmed grant is on the replicas, but a replica that
-//!   the cluster flagged as failing (so not waited for) and that is promoted later, by a
-//!   manual `CLUSTER FAILOVER TAKEOVER` for instance, may lack it. A master with no
-//!   replica that could be promoted confirms alone (a just-promoted master, whose old
-//!   master is down): its grants are safe while it serves the slot, since nothing could
-//!   be promoted in its place without them, but nothing outside it proves that it still
-//!   serves the slot. Each sending of a call is confirmed by the replicas of the node it
-//!   goes to, as the client's slot map says at that moment; a master only a redirect
-//!   told of is asked for one replica until a view describes it.
+//! - **WAIT is not consensus.** A confirmed grant is on every replica its master reported
+//!   attached (read in the same pipeline when the count is 0 or older than 250 ms, and
+//!   again after any `WAIT` that came back short). What that trades against: a replica
+//!   whose link to its master is DOWN (killed, or dropped by the master after
+//!   `repl-timeout`) is not waited for, so grants go on without it; if that replica
+//!   comes back and is promoted (a manual `CLUSTER FAILOVER TAKEOVER`, or an election
+//!   it wins because the replicas that have the grants are gone too) it lacks them. A
+//!   replica attached within the last 250 ms of a master that already has one is
+//!   counted from the next read. A master that reports no replica confirms alone (a
+//!   just-promoted master whose old master is down): its grants are safe while it
+//!   serves the slot, but nothing outside it proves that it still serves the slot.
+//!   The other side of the trade: a replica frozen with its link up is waited for, so
+//!   grants on its master are refused ([`Error::NotReplicated`]) until it thaws or its
+//!   master drops its link after `repl-timeout` (60 s by default: lower it to bound
+//!   this); a dead replica stops grants for one `WAIT` at most.
 //! - **Slot moves.** A lock's hash moved by `MIGRATE` reaches the target's replicas
 //!   asynchronously; the client renews every hold at once when it sees a slot change
 //!   owner, with a `WAIT` on the target. Until that renewal is confirmed (one round

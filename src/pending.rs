@@ -31,7 +31,10 @@ impl Drop for Counted {
 
 impl Pending {
     /// `task`, counted from now until it ends.
-    pub fn track<F>(self: &std::sync::Arc<Self>, task: F) -> impl Future<Output = ()> + Send + 'static
+    pub fn track<F>(
+        self: &std::sync::Arc<Self>,
+        task: F,
+    ) -> impl Future<Output = ()> + Send + 'static
     where
         F: Future<Output = ()> + Send + 'static,
     {

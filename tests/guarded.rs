@@ -297,7 +297,10 @@ async fn guarded_commands_never_touch_a_locks_own_keys() {
         assert_eq!(value(&client, &data).await, None, "nothing was sent");
         // the fenced store refuses them too
         let e = client.fenced_set(target, fence, "x").await.unwrap_err();
-        assert!(matches!(e, Error::LockKey { .. }), "fenced_set {target}: {e}");
+        assert!(
+            matches!(e, Error::LockKey { .. }),
+            "fenced_set {target}: {e}"
+        );
     }
     // the lock is intact: a second writer refused, the holder not told, the fence the same
     assert!(other_client

@@ -13,7 +13,10 @@ use cluster_rwlock_testkit::TestCluster;
 use common::{client_with, locks_on, prefix};
 
 async fn connect(cluster: &TestCluster, p: &str) -> LockClient {
-    client_with(cluster, |c| c.prefix(p).command_timeout(Duration::from_secs(1))).await
+    client_with(cluster, |c| {
+        c.prefix(p).command_timeout(Duration::from_secs(1))
+    })
+    .await
 }
 
 /// One master's only replica killed while a lock of that master is taken and released
@@ -26,7 +29,10 @@ async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
     let p = prefix("dead-replica");
     let client = connect(&cluster, &p).await;
     let master = cluster.nodes()[0].clone();
-    let lock = locks_on(&cluster, &client, &master, 1, "k").await.pop().unwrap();
+    let lock = locks_on(&cluster, &client, &master, 1, "k")
+        .await
+        .pop()
+        .unwrap();
     let replica = cluster.replica_of(master.index).await.unwrap();
     let began = Instant::now();
     let kill_at = Duration::from_secs(2);
@@ -49,7 +55,10 @@ async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
     // grants per half second around the kill (at 2 s)
     let per_half: Vec<usize> = (0..12)
         .map(|i| {
-            let (a, b) = (Duration::from_millis(500 * i), Duration::from_millis(500 * (i + 1)));
+            let (a, b) = (
+                Duration::from_millis(500 * i),
+                Duration::from_millis(500 * (i + 1)),
+            );
             grants.iter().filter(|t| **t >= a && **t < b).count()
         })
         .collect();
@@ -62,7 +71,9 @@ async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
         .unwrap_or(end);
     eprintln!("dead replica: the longest wait for a grant after the kill: {longest_gap:?}");
     assert!(
-        grants.last().is_some_and(|t| *t > end - Duration::from_millis(500)),
+        grants
+            .last()
+            .is_some_and(|t| *t > end - Duration::from_millis(500)),
         "grants stopped: {per_half:?}"
     );
     assert!(
@@ -82,7 +93,10 @@ async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
     let p = prefix("frozen-replica");
     let client = connect(&cluster, &p).await;
     let master = cluster.nodes()[0].clone();
-    let lock = locks_on(&cluster, &client, &master, 1, "k").await.pop().unwrap();
+    let lock = locks_on(&cluster, &client, &master, 1, "k")
+        .await
+        .pop()
+        .unwrap();
     let replica = cluster.replica_of(master.index).await.unwrap();
     lock.write().await.unwrap().release().await.unwrap();
     cluster.pause(replica.index).await.unwrap();
@@ -110,10 +124,122 @@ async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
             Ok(None) => panic!("the lock is held by nobody"),
             Err(e) => assert!(e.is_retryable(), "{e}"),
         }
-        assert!(thawed.elapsed() < Duration::from_secs(10), "no grant after the thaw");
+        assert!(
+            thawed.elapsed() < Duration::from_secs(10),
+            "no grant after the thaw"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    eprintln!("frozen replica: granted {:?} after the thaw", thawed.elapsed());
+    eprintln!(
+        "frozen replica: granted {:?} after the thaw",
+        thawed.elapsed()
+    );
     w.release().await.unwrap();
+    client.close().await;
+}
+
+/// The batch's `WAIT` confirms its scripts only because the Redis client never writes a
+/// command twice and writes a pipeline to one connection (see `cluster::lane`): a `WAIT`
+/// sent again on a new connection would count none of the old one's writes and return
+/// at once. Here no replica can acknowledge anything (the master's replication stream is
+/// cut), so no grant may ever be believed; meanwhile the master's command connections
+/// are killed (`CLIENT KILL`) again and again, at random points of the batches (mostly
+/// while their `WAIT` blocks). A single grant believed would be a `WAIT` answered on a
+/// connection its script did not run on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_grant_is_believed_without_its_wait_when_connections_die() {
+    use fred::prelude::{Builder, ClientLike, Config};
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("wait-kill");
+    let client = client_with(&cluster, |c| {
+        c.prefix(&p)
+            .command_timeout(Duration::from_secs(1))
+            .durability(cluster_rwlock::Durability::Replicated {
+                timeout: Duration::from_millis(40),
+            })
+    })
+    .await;
+    let master = cluster.nodes()[0].clone();
+    let locks = locks_on(&cluster, &client, &master, 4, "w").await;
+    // one grant each first, confirmed: the locks are known to work here
+    for l in &locks {
+        l.write().await.unwrap().release().await.unwrap();
+    }
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    let admin = Builder::from_config(Config::from_url(&master.url).unwrap())
+        .build()
+        .unwrap();
+    admin.init().await.unwrap();
+    let stop = Instant::now() + Duration::from_secs(6);
+    let killer = {
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let mut kills = 0u64;
+            let mut i = 0u64;
+            while Instant::now() < stop {
+                let killed: Result<i64, _> = admin
+                    .custom(
+                        fred::types::CustomCommand::new_static(
+                            "CLIENT",
+                            fred::types::ClusterHash::Random,
+                            false,
+                        ),
+                        vec!["KILL", "TYPE", "normal", "SKIPME", "yes"],
+                    )
+                    .await;
+                kills += u64::try_from(killed.unwrap_or(0)).unwrap_or(0);
+                i += 1;
+                // 0-40 ms apart: before, in and after the WAIT of a batch
+                tokio::time::sleep(Duration::from_millis((i * 7_919) % 41)).await;
+            }
+            kills
+        })
+    };
+    let mut tasks = Vec::new();
+    for l in locks {
+        tasks.push(tokio::spawn(async move {
+            let (mut believed, mut refused, mut failed) = (0, 0, 0);
+            while Instant::now() < stop {
+                match l.try_write().await {
+                    Ok(Some(g)) => {
+                        believed += 1;
+                        drop(g);
+                    }
+                    Ok(None) => {}
+                    Err(cluster_rwlock::Error::NotReplicated { .. }) => refused += 1,
+                    Err(e) => {
+                        assert!(e.is_retryable(), "{e}");
+                        failed += 1;
+                    }
+                }
+            }
+            (believed, refused, failed)
+        }));
+    }
+    let (mut believed, mut refused, mut failed) = (0, 0, 0);
+    for t in tasks {
+        let (b, r, f) = t.await.unwrap();
+        believed += b;
+        refused += r;
+        failed += f;
+    }
+    let kills = killer.await.unwrap();
+    eprintln!(
+        "connections killed: {kills}; attempts: {believed} believed, {refused} not confirmed, {failed} failed with the connection"
+    );
+    cluster.restore_replication(master.index).await.unwrap();
+    assert_eq!(
+        believed, 0,
+        "a grant believed without a replica's acknowledgement"
+    );
+    assert!(kills > 20, "too few connections killed: {kills}");
+    assert!(
+        refused > 0 && failed > 0,
+        "{refused} refused, {failed} failed"
+    );
+    let _ = admin.quit().await;
     client.close().await;
 }

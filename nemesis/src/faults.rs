@@ -4,8 +4,9 @@
 //! (kill and restart, freezes shorter and longer than a failover, replication lag then a
 //! hung master, replication lag then a master frozen until its replica is promoted and
 //! thawed right after, partitions with the clients on either side, a slot move and back,
-//! a slot migration stalled half done, a manual failover) and waits until the cluster is
-//! whole again; the clock lane skews one node's clock now and then, whatever the main
+//! a slot migration stalled half done, a manual failover, a replica moved to another
+//! master and that master frozen until one of its two replicas is elected) and waits
+//! until the cluster is whole again; the clock lane skews one node's clock now and then, whatever the main
 //! lane is doing.
 
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::history::{now, Event};
 
 /// Every fault kind, by the name `--faults` takes.
-pub const KINDS: [&str; 12] = [
+pub const KINDS: [&str; 13] = [
     "kill",
     "freeze_short",
     "freeze_long",
@@ -29,6 +30,7 @@ pub const KINDS: [&str; 12] = [
     "slot_move",
     "migration_stall",
     "failover",
+    "replica_move",
     "skew",
     "pause_client",
 ];
@@ -82,6 +84,21 @@ impl Nemesis {
                 if m.index != i {
                     return Some(m);
                 }
+            }
+        }
+        None
+    }
+
+    /// A slot of the three initial ranges that node `i` serves.
+    async fn slot_of(&self, i: usize) -> Option<u16> {
+        for s in [0u16, 5_461, 10_923] {
+            if self
+                .cluster
+                .master_for_slot(s)
+                .await
+                .is_ok_and(|m| m.index == i)
+            {
+                return Some(s);
             }
         }
         None
@@ -309,6 +326,60 @@ impl Nemesis {
                     Err(e) => Some(e.to_string()),
                 };
                 self.record(kind, target, start, err);
+            }
+            "replica_move" => {
+                // the master's replica made another master's second replica while locks
+                // are granted: the master confirms alone (it has none), the other must
+                // wait for two; half the time that other master is then frozen until one
+                // of its two replicas (the moved one among them) is elected, and thawed;
+                // then every master is given a replica again
+                let Some(other) = self.other_master(i).await else {
+                    return;
+                };
+                let replica = match c.replica_of(i).await {
+                    Ok(r) => r,
+                    Err(e) => return self.record(kind, target, start, Some(e.to_string())),
+                };
+                let mut err = text(c.replicate(replica.index, other.index).await);
+                tokio::time::sleep(ms(rng, 1_500, 4_000)).await;
+                let mut how = String::from("moved back");
+                if err.is_none() && rng.random_bool(0.5) {
+                    err = text(c.pause(other.index).await);
+                    let frozen = now();
+                    let promoted = match self.slot_of(other.index).await {
+                        Some(s) => self.promoted(s, other.index).await.map(|(m, _)| m.port),
+                        None => c
+                            .wait_for_failover(PROMOTION_LIMIT)
+                            .await
+                            .map(|_| 0)
+                            .map_err(|e| e.to_string()),
+                    };
+                    err = err.or(text(c.unpause(other.index).await));
+                    how = match promoted {
+                        Ok(p) => format!(
+                            "node {} frozen, node {p} promoted {:.2} s later, thawed",
+                            other.port,
+                            now().saturating_sub(frozen) as f64 / 1e9
+                        ),
+                        Err(e) => {
+                            err = err.or(Some(e));
+                            format!("node {} frozen, no promotion seen, thawed", other.port)
+                        }
+                    };
+                }
+                let spread = c.spread_replicas().await;
+                let target = format!(
+                    "node {port}'s replica {} made node {}'s, {how}; {} replica(s) moved to give every master one",
+                    replica.port,
+                    other.port,
+                    spread.as_ref().map_or(0, |n| *n)
+                );
+                self.record(
+                    kind,
+                    target,
+                    start,
+                    err.or(spread.err().map(|e| e.to_string())),
+                );
             }
             "pause_client" => {
                 // a holder's process frozen longer than its lease (GC, swap, a frozen VM)

@@ -103,7 +103,7 @@ struct RunArgs {
     long_hold_ms: Option<u64>,
     /// Fault kinds, comma-separated, `all` (every kind but `pause_client`) or `none`:
     /// kill, freeze_short, freeze_long, repl_lag, promote_thaw, partition, isolate,
-    /// slot_move, migration_stall, failover, skew, pause_client.
+    /// slot_move, migration_stall, failover, replica_move, skew, pause_client.
     #[arg(long, default_value = "all")]
     faults: String,
     /// Worker processes killed (SIGKILL) while a write of theirs waits in a queue, over

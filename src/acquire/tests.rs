@@ -428,7 +428,9 @@ async fn a_cancelled_upgrade_takes_back_its_write_hold() {
     let lock = Fake::new(true, vec![]);
     let upgrade = {
         let lock = lock.clone();
-        tokio::spawn(async move { wait(&lock, OWNER.into(), Ask::Upgrade { from: 40 }, None).await })
+        tokio::spawn(
+            async move { wait(&lock, OWNER.into(), Ask::Upgrade { from: 40 }, None).await },
+        )
     };
     tokio::time::sleep(Duration::from_millis(10)).await;
     upgrade.abort();
@@ -439,10 +441,13 @@ async fn a_cancelled_upgrade_takes_back_its_write_hold() {
         Some(&Call::Withdraw { id: 1, from: None })
     );
     // one that failed (no answer) the same
-    let lock = Fake::new(true, vec![(
-        Duration::from_millis(1),
-        Err(Error::Unavailable("no answer".into())),
-    )]);
+    let lock = Fake::new(
+        true,
+        vec![(
+            Duration::from_millis(1),
+            Err(Error::Unavailable("no answer".into())),
+        )],
+    );
     let r = try_once(&lock, OWNER.into(), Ask::Upgrade { from: 40 }).await;
     assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
     settle().await;

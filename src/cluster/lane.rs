@@ -519,12 +519,18 @@ mod tests {
             attached,
         };
         // guessed 1, the master says 2: one acknowledgement is not enough
-        assert_eq!(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, true)), Some((2, 1)));
+        assert_eq!(
+            b(Some(1), Some(2)).unconfirmed(confirm(1, 5, true)),
+            Some((2, 1))
+        );
         // guessed 2, one of them died: the one left confirms
         assert_eq!(b(Some(1), Some(1)).unconfirmed(confirm(2, 5, true)), None);
         // no replica: confirmed alone, by the master's own word only
         assert_eq!(b(None, Some(0)).unconfirmed(confirm(0, 5, true)), None);
-        assert_eq!(b(None, Some(1)).unconfirmed(confirm(0, 5, true)), Some((1, 0)));
+        assert_eq!(
+            b(None, Some(1)).unconfirmed(confirm(0, 5, true)),
+            Some((1, 0))
+        );
         // the master's word unreadable: at least one
         assert_eq!(b(None, None).unconfirmed(confirm(0, 5, true)), Some((1, 0)));
         assert_eq!(b(Some(1), None).unconfirmed(confirm(1, 5, true)), None);

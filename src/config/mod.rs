@@ -55,10 +55,12 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
-    /// The default: `WAIT` for every replica of the slot's master that the cluster does
-    /// not flag as failing (`CLUSTER NODES`), for at most `timeout` (and never past the
-    /// caller's deadline). A master with no such replica confirms at once: nothing could
-    /// be promoted in its place (this is logged and counted, see the metrics).
+    /// The default: `WAIT` for every replica the slot's master itself reports attached
+    /// (`INFO replication`, `state=online`: a replica whose link is up, flagged failing
+    /// by the cluster or not), for at most `timeout` (and never past the caller's
+    /// deadline). A master that reports no replica confirms at once: nothing could be
+    /// promoted in its place (this is logged and counted, see the metrics). The client
+    /// needs `INFO` in its ACL rule.
     Replicated {
         /// How long to wait for the replicas' acknowledgement (never more than three
         /// quarters of the command timeout, nor past the caller's deadline).

@@ -321,7 +321,11 @@ impl<'a> Guarded<'a> {
         let args = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
         match checked(&self.grant.lock, self.grant.mode(), name, args) {
             Err(e) => self.refused = Some(e),
-            Ok(Checked { words, writes, keys }) => {
+            Ok(Checked {
+                words,
+                writes,
+                keys,
+            }) => {
                 for key in keys {
                     if !self.keys.contains(&key) {
                         self.keys.push(key);

@@ -253,7 +253,10 @@ impl Scripts {
             args.extend(words.iter().map(|w| Value::Bytes(w.clone().into())));
         }
         let key = on.target.key;
-        let keys = keys.iter().map(|k| Value::Bytes(k.clone().into())).collect();
+        let keys = keys
+            .iter()
+            .map(|k| Value::Bytes(k.clone().into()))
+            .collect();
         let ran = self.run_with(on, &self.guarded, keys, args).await?;
         let parts = status(key, ran.value.clone())?;
         match code(&parts)? {

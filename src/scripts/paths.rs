@@ -434,7 +434,14 @@ async fn the_guarded_script_never_touches_its_own_lock() {
     let key = t.general_key.clone();
     let a = t
         .general
-        .acquire(t.on(&key), Mode::Write, "owner-1", 1, LEASE_MS, Intent::Wait)
+        .acquire(
+            t.on(&key),
+            Mode::Write,
+            "owner-1",
+            1,
+            LEASE_MS,
+            Intent::Wait,
+        )
         .await
         .unwrap();
     assert!(matches!(a, Attempt::Granted { .. }), "{a:?}");
@@ -442,10 +449,15 @@ async fn the_guarded_script_never_touches_its_own_lock() {
     let channel = format!("{key}:released");
     let data = format!("{key}:data");
     let w = |s: &str| s.as_bytes().to_vec();
-    let attacks: Vec<(Vec<Vec<u8>>, Vec<Vec<Vec<u8>>>)> = vec![
+    // each: the keys declared, and the commands (each its words)
+    type Words = Vec<Vec<u8>>;
+    let attacks: Vec<(Words, Vec<Words>)> = vec![
         (vec![w(&key)], vec![vec![w("DEL"), w(&key)]]),
         (vec![w(&key)], vec![vec![w("HDEL"), w(&key), w("w")]]),
-        (vec![w(&key)], vec![vec![w("HSET"), w(&key), w("s"), w("x")]]),
+        (
+            vec![w(&key)],
+            vec![vec![w("HSET"), w(&key), w("s"), w("x")]],
+        ),
         (vec![w(&key)], vec![vec![w("PEXPIRE"), w(&key), w("1")]]),
         (vec![w(&key)], vec![vec![w("PERSIST"), w(&key)]]),
         (vec![w(&channel)], vec![vec![w("SET"), w(&channel), w("x")]]),
@@ -468,7 +480,11 @@ async fn the_guarded_script_never_touches_its_own_lock() {
             "{commands:?}: {e}"
         );
         assert_eq!(snapshot(&t.node, &key).await.0, before.0, "{commands:?}");
-        let exists: i64 = t.node.exists(vec![data.clone(), channel.clone()]).await.unwrap();
+        let exists: i64 = t
+            .node
+            .exists(vec![data.clone(), channel.clone()])
+            .await
+            .unwrap();
         assert_eq!(exists, 0, "{commands:?}");
     }
     // the same script runs what does not touch the lock

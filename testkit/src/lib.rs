@@ -105,6 +105,7 @@ mod ports; // the block of ports a cluster runs on
 mod query; // slot owners, keys, replicas, commands on every node
 mod ready; // readiness and failover waits
 mod reaper; // the reaper process that removes what the session started
+mod replicas; // replicas moved between masters (CLUSTER REPLICATE)
 mod replication; // replication cuts (iptables), manual failover
 mod rules; // iptables rules added in one batch, listed and removed by their comment
 mod secure; // TLS certificates and ACL files

@@ -263,6 +263,9 @@ async fn close_sends_what_is_still_to_be_given_back() {
     assert_eq!(strict.close().await, 0);
     assert_no_keys(cluster, &p).await;
     let w = other.rwlock("job").unwrap().try_write().await.unwrap();
-    w.expect("the unconfirmed grants were undone").release().await.unwrap();
+    w.expect("the unconfirmed grants were undone")
+        .release()
+        .await
+        .unwrap();
     other.close().await;
 }

@@ -232,7 +232,11 @@ async fn exec_runs_guarded_commands_under_the_lock() {
         cmd.args(["exec", "--write", &name, "--", "DEL", key]);
         let out = output(cmd).await;
         assert_eq!(out.status.code(), Some(64), "{key}: {}", text(&out.stderr));
-        assert!(text(&out.stderr).contains("lock's own"), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("lock's own"),
+            "{}",
+            text(&out.stderr)
+        );
     }
 
     // commands are checked before the lock is asked for: with the lock held by another,
@@ -252,7 +256,11 @@ async fn exec_runs_guarded_commands_under_the_lock() {
         .args(["INCR", &status, ";", "SET", &status, "shipped"]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("(error)"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("(error)"),
+        "{}",
+        text(&out.stdout)
+    );
     let left: Option<String> = client.redis().get(&status).await.unwrap();
     assert_eq!(left.as_deref(), Some("shipped"));
     client.close().await;
