@@ -299,12 +299,15 @@ fn combined(jobs: &[Job]) -> Option<Confirm> {
         })
 }
 
-/// The replicas `INFO replication` of a master reports attached and in sync with it
-/// (`state=online`: a replica still loading its first copy neither acknowledges nor
-/// has the data to be promoted with); `None` for a reply that is not a master's.
+/// The replicas `INFO replication` of a master reports attached to it, in any state: in
+/// sync (`online`), or still loading their first copy (a replica restarted empty, or
+/// just attached). One that is loading acknowledges nothing until it has loaded, so
+/// grants wait for it meanwhile; not counted, it could be promoted (the cluster may
+/// elect it if its master fails then) without what was granted during its sync. `None`
+/// for a reply that is not a master's.
 fn attached_replicas(info: &str) -> Option<u32> {
     let mut master = false;
-    let mut online = 0;
+    let mut attached = 0;
     for line in info.lines() {
         let line = line.trim();
         if line == "role:master" {
@@ -317,13 +320,11 @@ fn attached_replicas(info: &str) -> Option<u32> {
             name.strip_prefix(p)
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         };
-        if (numbered("slave") || numbered("replica"))
-            && fields.split(',').any(|f| f == "state=online")
-        {
-            online += 1;
+        if (numbered("slave") || numbered("replica")) && fields.contains("state=") {
+            attached += 1;
         }
     }
-    master.then_some(online)
+    master.then_some(attached)
 }
 
 async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
@@ -489,8 +490,9 @@ mod tests {
             slave1:ip=127.0.0.1,port=7005,state=wait_bgsave,offset=0,lag=0\r\n\
             slave2:ip=127.0.0.1,port=7006,state=online,offset=118,lag=7\r\n\
             master_failover_state:no-failover\r\nmaster_repl_offset:120\r\n";
-        // a lagging replica whose link is up still counts: it could be promoted
-        assert_eq!(attached_replicas(info), Some(2));
+        // a lagging replica whose link is up, and one still loading its first copy,
+        // count: either could be promoted
+        assert_eq!(attached_replicas(info), Some(3));
         assert_eq!(
             attached_replicas("role:master\r\nconnected_slaves:0\r\n"),
             Some(0)

@@ -56,8 +56,8 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 #[non_exhaustive]
 pub enum Durability {
     /// The default: `WAIT` for every replica the slot's master itself reports attached
-    /// (`INFO replication`, `state=online`: a replica whose link is up, flagged failing
-    /// by the cluster or not), for at most `timeout` (and never past the caller's
+    /// (`INFO replication`: a replica whose link is up, in sync or still loading its
+    /// first copy, flagged failing by the cluster or not), for at most `timeout` (and never past the caller's
     /// deadline). A master that reports no replica confirms at once: nothing could be
     /// promoted in its place (this is logged and counted, see the metrics). The client
     /// needs `INFO` in its ACL rule.
