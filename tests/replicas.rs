@@ -8,15 +8,40 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{Error, LockClient};
-use cluster_rwlock_testkit::TestCluster;
+use cluster_rwlock::{Error, LockClient, RwLock};
+use cluster_rwlock_testkit::{NodeInfo, TestCluster};
 use common::{client_with, locks_on, prefix};
 
-async fn connect(cluster: &TestCluster, p: &str) -> LockClient {
-    client_with(cluster, |c| {
-        c.prefix(p).command_timeout(Duration::from_secs(1))
-    })
-    .await
+/// A cluster of the test's own, a client, a lock of node 0 (a master) and that master's
+/// replica.
+struct OneMaster {
+    cluster: TestCluster,
+    client: LockClient,
+    lock: RwLock,
+    replica: NodeInfo,
+}
+
+impl OneMaster {
+    async fn start(test: &str) -> OneMaster {
+        let cluster = TestCluster::start().await.expect("cluster");
+        let p = prefix(test);
+        let client = client_with(&cluster, |c| {
+            c.prefix(&p).command_timeout(Duration::from_secs(1))
+        })
+        .await;
+        let master = cluster.nodes()[0].clone();
+        let lock = locks_on(&cluster, &client, &master, 1, "k")
+            .await
+            .pop()
+            .unwrap();
+        let replica = cluster.replica_of(master.index).await.unwrap();
+        OneMaster {
+            cluster,
+            client,
+            lock,
+            replica,
+        }
+    }
 }
 
 /// One master's only replica killed while a lock of that master is taken and released
@@ -25,15 +50,12 @@ async fn connect(cluster: &TestCluster, p: &str) -> LockClient {
 /// by Redis's default) and the map was read again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
-    let cluster = TestCluster::start().await.expect("cluster");
-    let p = prefix("dead-replica");
-    let client = connect(&cluster, &p).await;
-    let master = cluster.nodes()[0].clone();
-    let lock = locks_on(&cluster, &client, &master, 1, "k")
-        .await
-        .pop()
-        .unwrap();
-    let replica = cluster.replica_of(master.index).await.unwrap();
+    let OneMaster {
+        cluster,
+        client,
+        lock,
+        replica,
+    } = OneMaster::start("dead-replica").await;
     let began = Instant::now();
     let kill_at = Duration::from_secs(2);
     let end = Duration::from_secs(6);
@@ -89,15 +111,12 @@ async fn a_dead_replica_stops_grants_for_one_wait_at_most() {
 /// once it thaws.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
-    let cluster = TestCluster::start().await.expect("cluster");
-    let p = prefix("frozen-replica");
-    let client = connect(&cluster, &p).await;
-    let master = cluster.nodes()[0].clone();
-    let lock = locks_on(&cluster, &client, &master, 1, "k")
-        .await
-        .pop()
-        .unwrap();
-    let replica = cluster.replica_of(master.index).await.unwrap();
+    let OneMaster {
+        cluster,
+        client,
+        lock,
+        replica,
+    } = OneMaster::start("frozen-replica").await;
     lock.write().await.unwrap().release().await.unwrap();
     cluster.pause(replica.index).await.unwrap();
     // past the node timeout (2 s): the cluster flags it failing, the map drops it

@@ -37,10 +37,13 @@ impl TestCluster {
                 .iter()
                 .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
                 .collect();
-            let replicas = lines.iter().filter(|l| {
-                !l.is_master() && !l.is_failed() && masters.iter().any(|m| m.id == l.master_id)
-            });
-            if masters.len() != 3 || replicas.count() != 3 {
+            let replicas_of = |id: &str| {
+                lines
+                    .iter()
+                    .filter(|l| !l.is_master() && !l.is_failed() && l.master_id == id)
+                    .count()
+            };
+            if masters.len() != 3 || masters.iter().any(|m| replicas_of(&m.id) == 0) {
                 return Some(format!(
                     "node {} does not see 3 masters each with a replica",
                     node.info.port

@@ -7,6 +7,8 @@ use super::{admin, TestCluster, TestkitError};
 
 /// How long a moved replica may take to attach and sync with its new master.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the nodes' views may take to agree.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl TestCluster {
     /// Makes node `replica` follow node `master` (`CLUSTER REPLICATE`), and waits until
@@ -55,21 +57,14 @@ impl TestCluster {
 
     /// Gives every master that serves slots a replica again: a replica of a master that
     /// has two or more is moved to each master that has none (see
-    /// [`replicate`](Self::replicate)). How many were moved.
+    /// [`replicate`](Self::replicate)), each move seen by every node that is up before
+    /// the next is chosen. Waits first until every node is up and agrees (a master thawed
+    /// after its failover has rejoined as a replica). How many were moved.
     pub async fn spread_replicas(&self) -> Result<usize, TestkitError> {
         let mut moved = 0;
-        loop {
-            let mut view = None;
-            for node in &self.nodes {
-                if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
-                    continue;
-                }
-                if let Ok(lines) = admin::cluster_nodes(node.info.port).await {
-                    view = Some(lines);
-                    break;
-                }
-            }
-            let lines = view.ok_or_else(|| TestkitError::Command("no node answers".into()))?;
+        // at most one move per master that could lack a replica, and a few views that lag
+        for _ in 0..6 {
+            let lines = self.settled_view(SETTLE_TIMEOUT).await?;
             let masters: Vec<&admin::NodeLine> = lines
                 .iter()
                 .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
@@ -97,6 +92,43 @@ impl TestCluster {
             self.replicate(index(crowded[0].port)?, index(lonely.port)?)
                 .await?;
             moved += 1;
+        }
+        Err(self
+            .not_ready(SETTLE_TIMEOUT, "replicas not spread after 6 moves".into())
+            .await)
+    }
+
+    /// The `CLUSTER NODES` view once every node that is up gives the same one (who is
+    /// master of whom, none failing), at most `timeout`.
+    async fn settled_view(&self, timeout: Duration) -> Result<Vec<admin::NodeLine>, TestkitError> {
+        let began = Instant::now();
+        loop {
+            let mut views = Vec::new();
+            for node in &self.nodes {
+                if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                    continue;
+                }
+                if let Ok(lines) = admin::cluster_nodes(node.info.port).await {
+                    let mut shape: Vec<(u16, bool, String, bool)> = lines
+                        .iter()
+                        .map(|l| (l.port, l.is_master(), l.master_id.clone(), l.is_failed()))
+                        .collect();
+                    shape.sort();
+                    views.push((shape, lines));
+                }
+            }
+            let agreed = !views.is_empty()
+                && views.windows(2).all(|w| w[0].0 == w[1].0)
+                && views[0].0.iter().all(|(_, _, _, failed)| !failed);
+            if agreed {
+                return Ok(views.swap_remove(0).1);
+            }
+            if began.elapsed() > timeout {
+                return Err(self
+                    .not_ready(timeout, "the nodes' views do not agree".into())
+                    .await);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
