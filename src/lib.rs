@@ -177,7 +177,11 @@
 //!   replica attached within the last 250 ms of a master that already has one is
 //!   counted from the next read. A master that reports no replica confirms alone (a
 //!   just-promoted master whose old master is down): its grants are safe while it
-//!   serves the slot, but nothing outside it proves that it still serves the slot.
+//!   serves the slot, but nothing outside it proves that it still serves the slot, and
+//!   what it confirmed alone is lost if a replica that attaches later is promoted
+//!   before its first copy has loaded (Redis allows it with
+//!   `cluster-replica-validity-factor 0`, or by `TAKEOVER`). From the moment such a
+//!   replica attaches, grants wait for it.
 //!   The other side of the trade: a replica frozen with its link up is waited for, so
 //!   grants on its master are refused ([`Error::NotReplicated`]) until it thaws or its
 //!   master drops its link after `repl-timeout` (60 s by default: lower it to bound
