@@ -61,9 +61,8 @@ impl TestCluster {
     /// the next is chosen. Waits first until every node is up and agrees (a master thawed
     /// after its failover has rejoined as a replica). How many were moved.
     pub async fn spread_replicas(&self) -> Result<usize, TestkitError> {
-        let mut moved = 0;
         // at most one move per master that could lack a replica, and a few views that lag
-        for _ in 0..6 {
+        for moved in 0..6 {
             let lines = self.settled_view(SETTLE_TIMEOUT).await?;
             let masters: Vec<&admin::NodeLine> = lines
                 .iter()
@@ -91,7 +90,6 @@ impl TestCluster {
             };
             self.replicate(index(crowded[0].port)?, index(lonely.port)?)
                 .await?;
-            moved += 1;
         }
         Err(self
             .not_ready(SETTLE_TIMEOUT, "replicas not spread after 6 moves".into())
