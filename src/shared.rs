@@ -119,24 +119,16 @@ impl Shared {
     /// the slot map says; [`UNKNOWN`] for a node no view described) is confirmed: as
     /// [`confirm`](Self::confirm).
     pub fn confirm_with(&self, replicas: u32, deadline: Option<Instant>) -> Option<Confirm> {
-        let (wanted, timeout) = match self.config.durability {
+        let (wanted, timeout, every_attached) = match self.config.durability {
             Durability::MasterOnly => return None,
-            Durability::Replicas { count, timeout } => (count, timeout),
+            Durability::Replicas { count, timeout } => (count, timeout, false),
+            // a first guess (a master only a redirect told of: one): the batch reads the
+            // master's own count after its WAIT and is confirmed only when every replica
+            // it reports attached acknowledged; with none, no WAIT, and the master's word
+            // that it has none
             Durability::Replicated { timeout } => {
-                // a first guess (a master only a redirect told of: one): the batch reads
-                // the master's own count after its WAIT and is confirmed only when every
-                // replica it reports attached acknowledged; with none, no WAIT, and the
-                // master's word that it has none
                 let n = if replicas == UNKNOWN { 1 } else { replicas };
-                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                let timeout = wait_timeout(timeout, left, self.config.command_timeout);
-                return Some(Confirm {
-                    wanted: n,
-                    timeout_ms: u64::try_from(timeout.as_millis())
-                        .unwrap_or(u64::MAX)
-                        .max(1),
-                    every_attached: true,
-                });
+                (n, timeout, true)
             }
         };
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -146,7 +138,7 @@ impl Shared {
             timeout_ms: u64::try_from(timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
-            every_attached: false,
+            every_attached,
         })
     }
 
