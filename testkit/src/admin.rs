@@ -67,6 +67,22 @@ pub(crate) struct NodeLine {
     pub has_slots: bool,
 }
 
+/// In one `CLUSTER NODES` view: each healthy master that serves slots, with its healthy
+/// replicas.
+pub(crate) fn masters_and_replicas(lines: &[NodeLine]) -> Vec<(&NodeLine, Vec<&NodeLine>)> {
+    lines
+        .iter()
+        .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
+        .map(|m| {
+            let replicas = lines
+                .iter()
+                .filter(|l| !l.is_master() && !l.is_failed() && l.master_id == m.id)
+                .collect();
+            (m, replicas)
+        })
+        .collect()
+}
+
 impl NodeLine {
     pub fn is_master(&self) -> bool {
         self.flags.contains("master")

@@ -33,17 +33,8 @@ impl TestCluster {
                     node.info.port
                 ));
             };
-            let masters: Vec<&admin::NodeLine> = lines
-                .iter()
-                .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
-                .collect();
-            let replicas_of = |id: &str| {
-                lines
-                    .iter()
-                    .filter(|l| !l.is_master() && !l.is_failed() && l.master_id == id)
-                    .count()
-            };
-            if masters.len() != 3 || masters.iter().any(|m| replicas_of(&m.id) == 0) {
+            let masters = admin::masters_and_replicas(&lines);
+            if masters.len() != 3 || masters.iter().any(|(_, r)| r.is_empty()) {
                 return Some(format!(
                     "node {} does not see 3 masters each with a replica",
                     node.info.port

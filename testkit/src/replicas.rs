@@ -64,21 +64,9 @@ impl TestCluster {
         // at most one move per master that could lack a replica, and a few views that lag
         for moved in 0..6 {
             let lines = self.settled_view(SETTLE_TIMEOUT).await?;
-            let masters: Vec<&admin::NodeLine> = lines
-                .iter()
-                .filter(|l| l.is_master() && l.has_slots && !l.is_failed())
-                .collect();
-            let replicas_of = |id: &str| {
-                lines
-                    .iter()
-                    .filter(|l| !l.is_master() && !l.is_failed() && l.master_id == id)
-                    .collect::<Vec<_>>()
-            };
-            let lonely = masters.iter().find(|m| replicas_of(&m.id).is_empty());
-            let crowded = masters
-                .iter()
-                .map(|m| replicas_of(&m.id))
-                .find(|r| r.len() >= 2);
+            let masters = admin::masters_and_replicas(&lines);
+            let lonely = masters.iter().find(|(_, r)| r.is_empty()).map(|(m, _)| m);
+            let crowded = masters.iter().map(|(_, r)| r).find(|r| r.len() >= 2);
             let (Some(lonely), Some(crowded)) = (lonely, crowded) else {
                 return Ok(moved);
             };
