@@ -204,7 +204,7 @@ impl Hold {
             .release(
                 &self.owner,
                 self.id,
-                self.fence,
+                (self.fence, self.state.until()),
                 self.raw.release_budget(),
                 After::Answered,
                 self.others,
@@ -283,7 +283,14 @@ fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
     raw.clone().spawn(async move {
         // (what it found does not matter: nobody is told)
         let _ = raw
-            .release(&owner, id, 0, raw.release_budget(), After::Answered, others)
+            .release(
+                &owner,
+                id,
+                (0, Instant::now()),
+                raw.release_budget(),
+                After::Answered,
+                others,
+            )
             .await;
     });
 }

@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::sync::lock;
+
 /// The shared state of one hold: until when it may be believed, and whether it was lost.
 #[derive(Debug)]
 pub(crate) struct HoldState {
@@ -94,10 +96,6 @@ impl HoldState {
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Each owner of a lock with the ids of its holds.

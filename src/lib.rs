@@ -308,6 +308,7 @@ mod renewal;
 pub mod scripts;
 mod shared;
 pub mod slot;
+mod sync;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -203,14 +203,13 @@ impl RawLock {
         .await
     }
 
-    /// Gives back hold `id` of `owner`, granted with `fence` (`lua/release.lua`),
-    /// following the cluster for at most `budget`: true when it was there. When a
-    /// sending found nothing after an earlier one that got no answer (a timeout, a
-    /// connection lost), the earlier one may have released it, or the hold was gone
-    /// before (removed by a forced release, or run out): true only if the lock's last
-    /// fence is still the hold's own, so that nothing was granted or forced since (a
-    /// forced release raises the fence). Otherwise false: the caller is told it may have
-    /// lost the hold, never that all was well when that is not known.
+    /// Gives back hold `id` of `owner`, granted with `fence` and believed until
+    /// `believed_until` (`lua/release.lua`), following the cluster for at most `budget`:
+    /// true when it was there. When a sending found nothing after an earlier one that got
+    /// no answer (a timeout, a connection lost), the earlier one may have released it, or
+    /// the hold was gone before (removed by a forced release, or run out): see
+    /// [`gave_back_itself`] for when that is known. Otherwise false: the caller is told it
+    /// may have lost the hold, never that all was well when that is not known.
     ///
     /// `after` says what the release follows: a grant whose reply was read (it goes
     /// straight to the connection: a release needs no confirmation, and behind a batch
@@ -223,7 +222,7 @@ impl RawLock {
         &self,
         owner: &str,
         id: u64,
-        fence: u64,
+        (fence, believed_until): (u64, Instant),
         budget: Duration,
         after: After,
         others: bool,
@@ -253,8 +252,18 @@ impl RawLock {
             .await?;
         Ok(match found {
             Released::Now => true,
-            Released::NotThere { last_fence } => {
-                unsure.load(Ordering::Acquire) && last_fence == Some(fence)
+            Released::NotThere {
+                last_fence,
+                broken_at,
+            } => {
+                unsure.load(Ordering::Acquire)
+                    && gave_back_itself(
+                        fence,
+                        believed_until,
+                        last_fence,
+                        broken_at,
+                        Instant::now(),
+                    )
             }
         })
     }
@@ -378,4 +387,61 @@ pub(crate) enum After {
 /// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.
 fn redirected<T>(reply: &Result<T>) -> bool {
     matches!(reply, Err(e) if e.server().is_some_and(crate::error::ServerError::is_redirect))
+}
+
+/// Whether a release that found its hold gone, after an earlier sending of it got no
+/// answer, gave the hold back itself (that earlier sending ran): the hold was granted
+/// with `fence` and believed until `believed_until`; the lock remembers `last_fence` and
+/// the fence of its last forced release, `broken_at`; the answer came at `answered`.
+///
+/// A hold goes in three ways: given back, broken by a forced release, or run out. A break
+/// after the grant raised the fence above the hold's (`broken_at > fence`): lost. With
+/// none, the hold can only have run out, which it cannot have while the lease the holder
+/// believes in lasts (the server's deadline is later): an answer read before
+/// `believed_until` says the earlier sending gave it back, whatever it handed on to a
+/// queued writer (who then raised the fence). Past that, only a fence that did not move
+/// says so. A lock that remembers no fence, or one below the hold's, lost its hash (it
+/// was deleted from outside): nothing is known.
+pub(crate) fn gave_back_itself(
+    fence: u64,
+    believed_until: Instant,
+    last_fence: Option<u64>,
+    broken_at: Option<u64>,
+    answered: Instant,
+) -> bool {
+    let Some(last) = last_fence else {
+        return false;
+    };
+    if last < fence || broken_at.is_some_and(|b| b > fence) {
+        return false;
+    }
+    last == fence || answered < believed_until
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gave_back_itself;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_release_sent_again_knows_when_it_gave_the_hold_back_itself() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(5);
+        // nothing granted since: the fence did not move
+        assert!(gave_back_itself(10, now, Some(10), None, later));
+        // handed on to a queued writer by the earlier sending, answered while the lease
+        // the holder believes in lasts: given back
+        assert!(gave_back_itself(10, later, Some(11), None, now));
+        // the same answer once that lease may have run out: not known
+        assert!(!gave_back_itself(10, now, Some(11), None, later));
+        // broken after the grant: lost, however early the answer
+        assert!(!gave_back_itself(10, later, Some(12), Some(11), now));
+        assert!(!gave_back_itself(10, later, Some(11), Some(11), now));
+        // a break before the grant says nothing of this hold
+        assert!(gave_back_itself(10, later, Some(12), Some(9), now));
+        // a hash that remembers nothing, or a lower fence: deleted from outside
+        assert!(!gave_back_itself(10, later, None, None, now));
+        assert!(!gave_back_itself(10, later, Some(9), None, now));
+    }
 }

@@ -238,6 +238,51 @@ async fn write_timeout_is_kept_while_the_slot_master_hangs() {
         .expect("ready again");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_sent_again_after_handing_the_lock_on_says_released() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("resenthandoff");
+    let client = connect(&cluster, &p, |c| {
+        c.command_timeout(Duration::from_millis(300))
+    })
+    .await;
+    let other = connect(&cluster, &p, |c| c).await;
+    let lock = client.rwlock("r").unwrap();
+    let g = lock.write().await.unwrap();
+    let fence = g.fence();
+    // a writer queues behind the holder: the release hands the lock to it, and the
+    // fence moves on in the same step
+    let queued = other.rwlock("r").unwrap();
+    let waiter = tokio::spawn(async move { queued.write_timeout(Duration::from_secs(30)).await });
+    let until = Instant::now() + Duration::from_secs(5);
+    while lock.state().await.unwrap().waiting_writers.is_empty() {
+        assert!(Instant::now() < until, "the writer never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    // the master runs the release (and the hand-off) and its reply is lost: the sending
+    // after the timeout finds the hold gone and the fence moved, by this very release
+    cluster
+        .drop_replies(master.index)
+        .await
+        .expect("drop_replies (needs iptables and root)");
+    let restore = async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        cluster.restore_replies(master.index).await.unwrap();
+    };
+    let (r, ()) = tokio::join!(g.release(), restore);
+    eprintln!("resenthandoff: release {r:?}");
+    assert!(cluster.replication_rules().await.unwrap().is_empty());
+    assert!(
+        r.is_ok(),
+        "a release that handed the lock on is not a lost hold: {r:?}"
+    );
+    let next = waiter.await.unwrap().expect("the queued writer is granted");
+    assert!(next.fence() > fence);
+    next.release().await.unwrap();
+    assert_no_keys(&cluster, &p).await;
+}
+
 /// How far the node's wall clock (`TIME`) is from this machine's, in milliseconds.
 async fn clock_offset_ms(node: &Client) -> i64 {
     let now = || {

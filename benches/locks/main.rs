@@ -2,9 +2,9 @@
 //! fairness, footprint. Run with `cargo bench` (starts the test bed's cluster) or
 //! `cargo bench --bench locks -- --url redis://host:port`.
 //!
-//! Each benchmark is a module under `locks/`: `b1.rs` to `b5.rs`, `b7.rs` (multi-locks), `b8.rs` (guarded writes), and B6 (scale: cost as
-//! the number of readers of one lock grows) in `scale.rs`; the report and the helpers they
-//! share are in `common.rs`.
+//! Each benchmark is a module under `locks/`, named after it: `b1.rs` to `b8.rs` (B6:
+//! cost as the number of readers of one lock grows; B7: multi-locks; B8: guarded
+//! writes); the report and the helpers they share are in `common.rs`.
 //!
 //! Options: `--only B1,B3` runs a subset; `BENCH_SECONDS=n` shortens every timed run to
 //! n seconds and scales the counts down (a smoke run). Prints one JSON line per result,
@@ -17,10 +17,10 @@ mod b2;
 mod b3;
 mod b4;
 mod b5;
+mod b6;
 mod b7;
 mod b8;
 mod common;
-mod scale;
 
 use common::{arg, Bench, BoxError};
 
@@ -71,7 +71,7 @@ async fn run() -> Result<(), BoxError> {
         b8::b8(&mut b).await?;
     }
     if wants("B6") {
-        scale::b6(&mut b).await?;
+        b6::b6(&mut b).await?;
     }
     println!("\n| bench | metric | value | target |\n|---|---|---|---|");
     for (bench, metric, value, target) in &b.rows {

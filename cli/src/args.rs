@@ -38,13 +38,6 @@ pub struct Cli {
     /// Key prefix of the locks.
     #[arg(long, default_value = cluster_rwlock::DEFAULT_PREFIX, global = true)]
     pub prefix: String,
-    /// `run`'s `--lease`, given before the subcommand (kept for scripts that do so;
-    /// only `run` takes holds, so only its help shows it).
-    #[arg(long, value_parser = duration, hide = true)]
-    pub lease: Option<Duration>,
-    /// `run`'s `--name`, given before the subcommand, or from `CLUSTER_RWLOCK_NAME`.
-    #[arg(long, env = "CLUSTER_RWLOCK_NAME", hide = true)]
-    pub name: Option<String>,
     /// With a `rediss://` URL: trust the certificate authorities in this PEM file
     /// instead of the system's.
     #[arg(long, value_name = "FILE", global = true)]
@@ -146,7 +139,7 @@ pub struct RunArgs {
     /// A readable name for the hold this command takes (shown by `inspect`, `list` and
     /// `watch`; default `<pid>@<host>`; also `CLUSTER_RWLOCK_NAME`). It changes nothing
     /// about ownership.
-    #[arg(long = "name", value_name = "NAME")]
+    #[arg(long = "name", value_name = "NAME", env = "CLUSTER_RWLOCK_NAME")]
     pub client_name: Option<String>,
     /// The lock's name.
     pub name: String,

@@ -12,10 +12,8 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
     // the lease and the client name matter to `run` only: the holds it takes
     let (lease, name) = match &cli.command {
         crate::args::Command::Run(a) => (
-            a.lease
-                .or(cli.lease)
-                .unwrap_or(cluster_rwlock::DEFAULT_LEASE),
-            a.client_name.as_ref().or(cli.name.as_ref()),
+            a.lease.unwrap_or(cluster_rwlock::DEFAULT_LEASE),
+            a.client_name.as_ref(),
         ),
         _ => (cluster_rwlock::DEFAULT_LEASE, None),
     };

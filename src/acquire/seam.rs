@@ -147,11 +147,12 @@ impl Seam for RawLock {
         budget: Duration,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
         // the policy gives back what an attempt it gave up on may have granted
+        // (an attempt given up on is believed by nobody: no belief to lean on)
         RawLock::release(
             self,
             owner,
             id,
-            fence,
+            (fence, tokio::time::Instant::now()),
             budget,
             crate::raw::After::Attempt,
             false,

@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, watch};
 use crate::cluster::router::{Router, Routes};
 use crate::cluster::topology::Addr;
 use crate::message::ReleaseMessage;
+use crate::sync::lock;
 
 /// Who a release message lets proceed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,10 +92,6 @@ pub(crate) struct Notifier {
     timeout: Duration,
     channels: Mutex<HashMap<String, Entry>>,
     subscribers: Mutex<HashMap<Addr, Arc<NodeSubscriber>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A waiter's membership of a channel; leaving drops the subscription with the last one.

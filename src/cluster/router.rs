@@ -30,6 +30,7 @@ use crate::cluster::lane::Lane;
 use crate::cluster::node::{Connector, Node};
 use crate::cluster::topology::{self, Addr, SlotMap};
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// A command pending this long makes its node suspect.
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
@@ -91,10 +92,6 @@ pub(crate) struct Router {
     last_alarm: Mutex<Option<Instant>>,
     timeout: Duration,
     closed: std::sync::atomic::AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Router {

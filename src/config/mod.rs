@@ -5,12 +5,12 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use fred::prelude::ServerConfig;
 
-mod client;
+mod redis_config;
 
 #[cfg(test)]
-use client::check_scheme;
-use client::parse_url;
-pub(crate) use client::redact;
+use redis_config::check_scheme;
+use redis_config::parse_url;
+pub(crate) use redis_config::redact;
 
 /// Default lease of a hold: 30 s, renewed every 10 s while held.
 ///
@@ -476,9 +476,8 @@ impl LockConfig {
     /// connection when a lock of its slots has waiters). Each lock uses one, chosen by its
     /// slot. One is the default because confirmation is shared per connection: the calls
     /// that wait while a batch is on the wire go in the next batch with ONE `WAIT`, and one
-    /// connection gathers the most calls per `WAIT` (with 32 tasks on a six-node cluster,
-    /// B1 measured 6 % more cycles per second and 8 % less server CPU per cycle than with
-    /// two). A `WAIT` that is slow is slow on every connection to that master, as they all
+    /// connection gathers the most calls per `WAIT` (more cycles per second and less
+    /// server CPU per cycle than two: the benchmarks' B1 shows it). A `WAIT` that is slow is slow on every connection to that master, as they all
     /// wait for the same replicas. More than one lets a client that is CPU-bound in the
     /// client library use more than one core.
     ///

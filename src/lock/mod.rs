@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod finished;
-mod guard;
+mod grant;
 pub mod guarded;
 
 pub use finished::Finished;
-pub use guard::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use grant::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
 
 use crate::error::Result;
 use crate::hold::Hold;
@@ -214,15 +214,15 @@ impl RwLock {
     }
 
     fn read_guard(&self, hold: crate::hold::Hold) -> ReadGuard {
-        ReadGuard(guard::Grant::new(hold, self.clone()))
+        ReadGuard(grant::Grant::new(hold, self.clone()))
     }
 
     fn write_guard(&self, hold: crate::hold::Hold) -> WriteGuard {
-        WriteGuard(guard::Grant::new(hold, self.clone()))
+        WriteGuard(grant::Grant::new(hold, self.clone()))
     }
 
     fn upgradable_guard(&self, hold: crate::hold::Hold) -> UpgradableReadGuard {
-        UpgradableReadGuard(guard::Grant::new(hold, self.clone()))
+        UpgradableReadGuard(grant::Grant::new(hold, self.clone()))
     }
 
     /// The guard of `hold`, in its mode.

@@ -33,7 +33,13 @@ for i = 1, #raw, 2 do
   end
 end
 -- raised only when a hold went: the next grant goes above it (see fence_after)
-if removed > 0 then next_fence() end
+if removed > 0 then
+  next_fence()
+  -- remembered as 'x' (broken at, kept with the tombstone): a holder whose release was
+  -- sent again finds its hold gone, and learns whether a break came after its grant
+  -- (it lost the hold) or not (its own first sending gave it back; see release.lua)
+  put('x', fmt(fence))
+end
 local raised = fence
 -- said on the channel before the message of the release itself (published by finish),
 -- whether or not anyone waits: those who watch the lock see it was broken, and by which

@@ -3,11 +3,11 @@
 -- lib.lua, which use it: the layout version, the reply codes, and the patterns of the
 -- summary and of a hold, each defined once here (see the `scripts` module docs for the
 -- layout). Only constants: the fast paths run next, and every statement run before them
--- costs each call (measured with benches/script_cost.py: defining the encoders here cost
--- 7 % more server instructions per uncontended cycle, calling them from the fast paths
--- 26 %). The functions that write these encodings are lib.lua's; the fast paths write
--- the same bytes out, and a test on a live server (scripts/paths.rs) proves both paths
--- leave the same hash.
+-- costs each call, since every EVALSHA runs its whole text again (benches/script_cost.py
+-- measures it: defining the encoders here, or calling them from the fast paths, costs
+-- more server instructions per uncontended cycle). The functions that write these
+-- encodings are lib.lua's; the fast paths write the same bytes out, and a test on a
+-- live server (scripts/live_tests.rs) proves both paths leave the same hash.
 
 -- The version of the hash layout this code reads and writes; a hash of another layout is
 -- never taken for this one.

@@ -68,14 +68,10 @@ else
 end
 local writer = S[2] or nil
 -- the upgradable holder, and the write hold it waits for (pending: nil when none), with
--- the upgradable hold it is to replace (pending_from; nil in a value written before
--- it was recorded: then its first upgradable hold)
+-- the upgradable hold it is to replace (pending_from)
 local upgrader, pending, pending_lease, pending_from = nil, nil, nil, nil
 if S[3] then
   local o, id, l, from = string.match(S[3], '^(%S+) (%d+) (%d+) (%d+)$')
-  if o == nil then
-    o, id, l = string.match(S[3], '^(%S+) (%d+) (%d+)$')
-  end
   if o == nil then
     o = string.match(S[3], '^(%S+)$')
     if o == nil then return {-4, 'u'} end
@@ -330,7 +326,7 @@ local function finish()
     if e then
       for i, h in ipairs(e.holds) do
         -- the upgradable hold that asked (an owner may hold several)
-        if h[1] == 'u' and (pending_from == nil or h[2] == pending_from) then
+        if h[1] == 'u' and h[2] == pending_from then
           table.remove(e.holds, i)
           local o, id = upgrader, pending
           -- still the upgrader if it holds another upgradable hold
@@ -390,8 +386,7 @@ local function finish()
     end
     local u = upgrader
     if u ~= nil and pending ~= nil then
-      u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease)
-      if pending_from ~= nil then u = u .. ' ' .. pending_from end
+      u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease) .. ' ' .. pending_from
     end
     if u ~= before_u then
       if u == nil then dels[#dels + 1] = 'u' else set[#set + 1] = 'u'; set[#set + 1] = u end

@@ -7,10 +7,12 @@
 -- ARGV[3]  '1': skip fast_release.lua (see there); optional
 -- Returns
 --   {1}         released
---   {0, fence}  no such hold (released before, or its lease had run out, or removed by
---               force_release): the last fence granted ('' when none is remembered),
---               which tells a client whose first sending got no answer whether anything
---               was granted, or forced, since its own grant
+--   {0, fence, broken}
+--               no such hold (released before, or its lease had run out, or removed by
+--               force_release): the last fence granted, and the fence of the last
+--               forced release ('-' for none remembered), which tell a client whose first
+--               sending got no answer whether anything was granted, or forced, since its
+--               own grant
 --   {-3, type}, {-4, field}: see lib
 local owner = ARGV[1]
 local bad = prune()
@@ -20,4 +22,4 @@ if mine == false then return {-4, 'o:' .. owner} end
 local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
 finish()
 if found then return {1} end
-return {0, opt(fence)}
+return {0, opt(fence), get('x') or '-'}

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use fred::prelude::*;
 
-use super::reply::{attempt, code, count, int, number, parse_renew, status, text};
+use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
 use super::transport::{evalsha_call, not_replicated, Ran};
 use super::{Attempt, Confirm, Counters, Intent, Lane, On, RawHolder, RawState, Released, Scripts};
 use crate::error::{Error, Result};
@@ -57,14 +57,10 @@ impl Scripts {
         if code(&parts)? == 1 {
             return Ok(Released::Now);
         }
-        let last_fence = match parts.get(1).map(text).transpose()? {
-            Some(s) if !s.is_empty() && s != "-" => Some(
-                s.parse()
-                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
-            ),
-            _ => None,
-        };
-        Ok(Released::NotThere { last_fence })
+        Ok(Released::NotThere {
+            last_fence: optional_fence(parts.get(1))?,
+            broken_at: optional_fence(parts.get(2))?,
+        })
     }
 
     /// Turns hold `from` (write, or upgradable) into hold `to` of mode `mode` (read, or
@@ -173,14 +169,7 @@ impl Scripts {
             .transpose()?
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| Error::Protocol("force_release: no count".into()))?;
-        let fence = match parts.get(2).map(text).transpose()? {
-            Some(s) if !s.is_empty() => Some(
-                s.parse()
-                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
-            ),
-            _ => None,
-        };
-        Ok((removed, fence))
+        Ok((removed, optional_fence(parts.get(2))?))
     }
 
     /// The fence, the holders and the queued writers.
@@ -192,13 +181,7 @@ impl Scripts {
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
         }
-        let fence = match parts.get(1).map(text).transpose()? {
-            Some(s) if !s.is_empty() => Some(
-                s.parse()
-                    .map_err(|_| Error::Protocol(format!("fence {s:?}")))?,
-            ),
-            _ => None,
-        };
+        let fence = optional_fence(parts.get(1))?;
         let (Some(Value::Array(held)), Some(Value::Array(queued))) = (parts.get(2), parts.get(3))
         else {
             return Err(Error::Protocol("state: missing lists".into()));
@@ -224,9 +207,7 @@ impl Scripts {
             queued,
         })
     }
-}
 
-impl Scripts {
     /// Runs `commands` (each: its words) on keys of the lock's slot (`keys`, declared so
     /// that the cluster checks them) while hold `id` of `owner` is on the server
     /// (`lua/guarded.lua`), confirmed as `on` says: each command's reply, or its error's
@@ -291,9 +272,7 @@ impl Scripts {
             })
             .collect()
     }
-}
 
-impl Scripts {
     /// Stores `value` at `on`'s key with `fence` unless a higher fence wrote there
     /// (`lua/fenced_set.lua`), confirmed as `on` says: whether it was written, and the
     /// fence that wrote last.
@@ -307,12 +286,8 @@ impl Scripts {
             .run_with(on, &self.fenced_set, Vec::new(), args)
             .await?;
         let parts = status(key, ran.value.clone())?;
-        let last = match parts.get(1).map(text).transpose()? {
-            Some(f) => f
-                .parse()
-                .map_err(|_| Error::Protocol(format!("fenced_set: fence {f:?}")))?,
-            None => return Err(Error::Protocol("fenced_set: no fence".into())),
-        };
+        let last = optional_fence(parts.get(1))?
+            .ok_or_else(|| Error::Protocol("fenced_set: no fence".into()))?;
         match code(&parts)? {
             // a write counts once the replicas have it
             1 => ran.write_confirmed(key).map(|_| (true, last)),
@@ -320,44 +295,7 @@ impl Scripts {
             c => Err(Error::Protocol(format!("fenced_set: code {c}"))),
         }
     }
-}
 
-/// An attempt's outcome from its reply: a grant counts only when its writes were
-/// confirmed ([`Error::NotReplicated`] otherwise: what the script did stays on the
-/// master, for the caller to undo); a refusal counts either way (a writer's place in the
-/// queue that a replica misses costs it only its place, after a failover).
-fn granted_only_if_confirmed(
-    key: &str,
-    ran: Ran,
-    script: &str,
-    other: (i64, Attempt),
-) -> Result<Attempt> {
-    let outcome = attempt(script, &status(key, ran.value)?, other)?;
-    match (outcome, ran.unconfirmed) {
-        (Attempt::Granted { .. }, Some((wanted, acked))) => Err(not_replicated(key, wanted, acked)),
-        _ => Ok(outcome),
-    }
-}
-
-/// One lock's renewal in a batch: key, and each owner with the ids of its holds that
-/// are to be renewed.
-#[derive(Clone)]
-pub(crate) struct RenewItem {
-    pub key: String,
-    pub owners: Vec<(String, Vec<u64>)>,
-}
-
-/// renew.lua's argument for one owner: `<owner> <id> <id> ...`.
-pub(super) fn renew_arg(owner: &str, ids: &[u64]) -> String {
-    let mut arg = owner.to_string();
-    for id in ids {
-        arg.push(' ');
-        arg.push_str(&id.to_string());
-    }
-    arg
-}
-
-impl Scripts {
     /// Renews many locks of ONE node in one pipeline (one round trip); the result for each
     /// item is what [`renew`](Self::renew) returns (an error for an item the caller should
     /// renew again on its own, e.g. after NOSCRIPT on a promoted replica).
@@ -399,4 +337,39 @@ impl Scripts {
             })
             .collect()
     }
+}
+
+/// An attempt's outcome from its reply: a grant counts only when its writes were
+/// confirmed ([`Error::NotReplicated`] otherwise: what the script did stays on the
+/// master, for the caller to undo); a refusal counts either way (a writer's place in the
+/// queue that a replica misses costs it only its place, after a failover).
+fn granted_only_if_confirmed(
+    key: &str,
+    ran: Ran,
+    script: &str,
+    other: (i64, Attempt),
+) -> Result<Attempt> {
+    let outcome = attempt(script, &status(key, ran.value)?, other)?;
+    match (outcome, ran.unconfirmed) {
+        (Attempt::Granted { .. }, Some((wanted, acked))) => Err(not_replicated(key, wanted, acked)),
+        _ => Ok(outcome),
+    }
+}
+
+/// One lock's renewal in a batch: key, and each owner with the ids of its holds that
+/// are to be renewed.
+#[derive(Clone)]
+pub(crate) struct RenewItem {
+    pub key: String,
+    pub owners: Vec<(String, Vec<u64>)>,
+}
+
+/// renew.lua's argument for one owner: `<owner> <id> <id> ...`.
+pub(super) fn renew_arg(owner: &str, ids: &[u64]) -> String {
+    let mut arg = owner.to_string();
+    for id in ids {
+        arg.push(' ');
+        arg.push_str(&id.to_string());
+    }
+    arg
 }

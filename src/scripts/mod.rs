@@ -17,6 +17,7 @@
 //! | `s` | `3 <fence> <held> <dl> <du> <qh> <qt> <rw>` | layout version `3` (a hash without it, or with another, is refused: `Corrupt`); the last fence granted; owners that hold (any mode); a lower bound of the earliest deadline of any hold (expired holds are looked for only once it has passed); an upper bound of the latest (the key's TTL is a minute past it); the writer queue's head ticket and next ticket; until when readers wait (releases publish only when someone waits). Server ms; `-` for none. |
 //! | `w` | owner token | the owner that holds write (absent when none) |
 //! | `u` | `<owner>` or `<owner> <hold id> <lease-ms> <from id>` | the owner that holds the upgradable read (absent when none), and while it waits to upgrade, the write hold to grant it as soon as it is the only owner that holds, and the upgradable hold that write hold replaces (no later than that hold's own deadline) |
+//! | `x` | `<fence>` | the fence the last forced release raised (absent when none was forced while the hash lived): a release sent again finds its hold gone, and learns whether a break came after its grant |
 //!
 //! Entries:
 //!
@@ -105,7 +106,7 @@ use crate::mode::Mode;
 
 mod calls;
 #[cfg(all(test, feature = "cluster-tests"))]
-mod paths;
+mod live_tests;
 mod reply;
 mod transport;
 
@@ -194,8 +195,12 @@ pub(crate) enum Attempt {
 pub(crate) enum Released {
     /// The hold was there, and is given back.
     Now,
-    /// The hold was not there; the last fence the lock remembers.
-    NotThere { last_fence: Option<u64> },
+    /// The hold was not there: the last fence the lock remembers, and the fence of its
+    /// last forced release.
+    NotThere {
+        last_fence: Option<u64>,
+        broken_at: Option<u64>,
+    },
 }
 
 /// What an acquire attempt does when it is not granted at once.

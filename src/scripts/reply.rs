@@ -110,6 +110,17 @@ pub(super) fn text(v: &Value) -> Result<String> {
     }
 }
 
+/// A fence the scripts may leave out: `''`, `'-'` or no element at all for none.
+pub(super) fn optional_fence(v: Option<&Value>) -> Result<Option<u64>> {
+    match v.map(text).transpose()? {
+        Some(s) if !s.is_empty() && s != "-" => s
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Protocol(format!("fence {s:?}"))),
+        _ => Ok(None),
+    }
+}
+
 fn text_or(v: Option<&Value>) -> String {
     v.and_then(|v| text(v).ok()).unwrap_or_else(|| "?".into())
 }
@@ -174,6 +185,16 @@ mod tests {
         assert_eq!(count(&Value::Integer(3)).unwrap(), 3);
         assert!(int(&Value::from("x")).is_err());
         assert!(text(&Value::Bytes(vec![0xff, 0xfe].into())).is_err());
+    }
+
+    #[test]
+    fn an_optional_fence_is_a_number_or_none() {
+        assert_eq!(optional_fence(None).unwrap(), None);
+        assert_eq!(optional_fence(Some(&Value::from("-"))).unwrap(), None);
+        assert_eq!(optional_fence(Some(&Value::from(""))).unwrap(), None);
+        assert_eq!(optional_fence(Some(&Value::from("42"))).unwrap(), Some(42));
+        assert!(optional_fence(Some(&Value::from("4x"))).is_err());
+        assert!(optional_fence(Some(&Value::from("-1"))).is_err());
     }
 
     #[test]

@@ -59,6 +59,7 @@ impl TestCluster {
 
     async fn start_here(options: StartOptions) -> Result<TestCluster, TestkitError> {
         let began = Instant::now();
+        forbidden_here()?;
         if let Ok(url) = std::env::var("REDIS_CLUSTER_URL") {
             return Self::external(&url, began).await;
         }
@@ -223,4 +224,15 @@ impl TestCluster {
         }
         self.wait_ready_here(READY_TIMEOUT).await
     }
+}
+
+/// `TESTKIT_NO_CLUSTER=1` forbids starting (or attaching to) a cluster: CI runs a plain
+/// `cargo test` so, to show that the tests it runs need none.
+pub(crate) fn forbidden_here() -> Result<(), TestkitError> {
+    if std::env::var_os("TESTKIT_NO_CLUSTER").is_some_and(|v| v == "1") {
+        return Err(TestkitError::Unsupported(
+            "starting a cluster (TESTKIT_NO_CLUSTER=1: this test must name the cluster-tests feature)",
+        ));
+    }
+    Ok(())
 }

@@ -217,6 +217,9 @@ impl NativeCluster {
     /// As [`start`](Self::start); with `client_certs`, the nodes require a client
     /// certificate signed by the CA (`tls-auth-clients yes`): `client.pem`/`client.key`.
     pub async fn start_with(tls: bool, client_certs: bool) -> NativeCluster {
+        if let Err(e) = crate::form::forbidden_here() {
+            panic!("{e}");
+        }
         NativeCluster::ensure_binaries();
         let dir = std::env::temp_dir().join(format!(
             "cluster-rwlock-native-{}-{}",

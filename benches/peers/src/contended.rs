@@ -79,7 +79,7 @@ pub(crate) async fn commands(masters: &[Client]) -> BTreeMap<String, u64> {
             .custom(cmd, vec!["commandstats"])
             .await
             .unwrap_or_default();
-        for (name, calls) in crate::cmdstats(&info, "calls") {
+        for (name, calls) in crate::probe::cmdstats(&info, "calls") {
             if name != "info" {
                 *all.entry(name.to_string()).or_default() += calls as u64;
             }
@@ -127,7 +127,7 @@ where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    crate::run_for(tasks, secs, cycle).await.total
+    crate::drive::run_for(tasks, secs, cycle).await.total
 }
 
 /// Contenders on one name, each: write, hold 2 ms, release.

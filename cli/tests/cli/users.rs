@@ -88,7 +88,7 @@ async fn a_new_users_mistakes_get_answers() {
         assert_eq!(help.contains("--lease"), shown, "{sub}: {help}");
         assert_eq!(help.contains("--name"), shown, "{sub}: {help}");
     }
-    // given before the subcommand, as older scripts do, --lease still counts
+    // --lease belongs to run: given before the subcommand, it is a usage error
     let mut cmd = cli(cluster, &prefix);
     cmd.args([
         "--lease",
@@ -96,12 +96,16 @@ async fn a_new_users_mistakes_get_answers() {
         "run",
         "--write",
         "lease-first",
-        "--grace",
-        "100ms",
         "--",
         "true",
     ]);
-    assert_eq!(output(cmd).await.status.code(), Some(0));
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--lease"),
+        "{}",
+        text(&out.stderr)
+    );
     // no --url: the error says which URL was tried and how to give one (unless a
     // server answers on the default port of this machine)
     let mut cmd = Command::new(BIN);

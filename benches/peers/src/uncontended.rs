@@ -1,0 +1,260 @@
+//! B1's rows: uncontended cycles of cluster-rwlock and of each peer, the floor of the
+//! hash layout and the server's ceiling.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cluster_rwlock::slot::key_slot;
+use cluster_rwlock::{Durability, LockClient, LockConfig};
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+
+use crate::drive::{drive, drive_n};
+use crate::{arg, BoxError, TASKS};
+
+pub(crate) async fn ours(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+    tasks: usize,
+    durability: Durability,
+) -> Result<f64, BoxError> {
+    let mut config = LockConfig::cluster(seeds.to_vec())
+        .prefix(tag)
+        .durability(durability);
+    if let Some(n) = arg("--connections").and_then(|n| n.parse().ok()) {
+        config = config.connections(n);
+    }
+    let client = LockClient::connect(config).await?;
+    let locks: Arc<Vec<_>> = Arc::new(
+        (0..tasks)
+            .map(|i| client.rwlock(&format!("n{i}")))
+            .collect::<Result<_, _>>()?,
+    );
+    let rate = drive_n(tasks, secs, move |i| {
+        let locks = locks.clone();
+        async move {
+            match locks[i].write().await {
+                Ok(g) => g.release().await.is_ok(),
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+    // how well batches gather: WAITs and round trips per acquire attempt
+    let stats = client.stats();
+    let attempts = stats.attempts.max(1) as f64;
+    println!(
+        r#"{{"bench":"B1-batching","durability":"{durability:?}","tasks":{tasks},"waits_per_attempt":{:.3},"round_trips_per_attempt":{:.3}}}"#,
+        stats.confirmations as f64 / attempts,
+        stats.round_trips as f64 / attempts
+    );
+    client.close().await;
+    Ok(rate)
+}
+
+/// `(host:port)` of the master of every slot, from CLUSTER SLOTS.
+pub(crate) async fn slot_masters(client: &Client) -> Result<Vec<(u16, u16, String)>, BoxError> {
+    let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
+    let reply: Value = client.custom(cmd, vec!["SLOTS"]).await?;
+    let mut out = Vec::new();
+    if let Value::Array(ranges) = reply {
+        for r in ranges {
+            let Value::Array(p) = r else { continue };
+            let (Some(a), Some(b), Some(Value::Array(m))) = (p.first(), p.get(1), p.get(2)) else {
+                continue;
+            };
+            let host = m.first().and_then(|h| h.as_string()).unwrap_or_default();
+            let port = m.get(1).and_then(|p| p.as_i64()).unwrap_or(0);
+            out.push((
+                u16::try_from(a.as_i64().unwrap_or(0))?,
+                u16::try_from(b.as_i64().unwrap_or(0))?,
+                format!("{host}:{port}"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The rslock manager of the master of `name`'s slot (one per master, in `managers`).
+pub(crate) fn rslock_manager(
+    ranges: &[(u16, u16, String)],
+    managers: &mut std::collections::HashMap<String, Arc<rslock::LockManager>>,
+    name: &str,
+) -> Result<Arc<rslock::LockManager>, BoxError> {
+    let slot = key_slot(name.as_bytes());
+    let addr = ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .map(|r| r.2.clone())
+        .ok_or("no master for a slot")?;
+    Ok(managers
+        .entry(addr.clone())
+        .or_insert_with(|| Arc::new(rslock::LockManager::new(vec![format!("redis://{addr}/")])))
+        .clone())
+}
+
+/// A cluster client of fred's, connected, from a seed node's `redis://` URL.
+pub(crate) async fn cluster_client(seed: &str) -> Result<Client, BoxError> {
+    let fred = Builder::from_config(Config::from_url(
+        &seed.replace("redis://", "redis-cluster://"),
+    )?)
+    .build()?;
+    fred.init().await?;
+    Ok(fred)
+}
+
+/// The slot ranges of the masters, from a seed.
+pub(crate) async fn ranges_of(seeds: &[String]) -> Result<Vec<(u16, u16, String)>, BoxError> {
+    let fred = cluster_client(&seeds[0]).await?;
+    let ranges = slot_masters(&fred).await?;
+    let _ = fred.quit().await;
+    Ok(ranges)
+}
+
+pub(crate) async fn rslock_rate(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+) -> Result<f64, BoxError> {
+    let ranges = ranges_of(seeds).await?;
+    let mut managers = std::collections::HashMap::new();
+    let mut per_task = Vec::new();
+    for i in 0..TASKS {
+        let name = format!("{tag}:n{i}");
+        per_task.push((rslock_manager(&ranges, &mut managers, &name)?, name));
+    }
+    let per_task = Arc::new(per_task);
+    Ok(drive(secs, move |i| {
+        let per_task = per_task.clone();
+        async move {
+            let (m, name) = &per_task[i];
+            match m.lock(name.as_bytes(), Duration::from_secs(30)).await {
+                Ok(l) => {
+                    m.unlock(&l).await;
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await)
+}
+
+pub(crate) async fn rds_lock_rate(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+) -> Result<f64, BoxError> {
+    let client = redis::cluster::ClusterClient::new(seeds.to_vec())?;
+    let con = client.get_async_connection().await?;
+    let tag = tag.to_string();
+    Ok(drive(secs, move |i| {
+        let con = con.clone();
+        let key = format!("{tag}:n{i}");
+        async move {
+            match rds_lock::Locker::new(con).lock(key).await {
+                Ok(unlock) => unlock.await.is_ok(),
+                Err(_) => false,
+            }
+        }
+    })
+    .await)
+}
+
+/// The Redis calls of an uncontended B1 cycle on a lock's tombstone, as the fast paths
+/// make them (`HGET`, `TIME`, `HSET`, `PEXPIRE`; `HMGET`, `TIME`, `HDEL`, `HSET`), with
+/// no logic around them: the floor of this hash layout on this server.
+pub(crate) const FLOOR_ACQUIRE: &str = r"
+redis.call('HGET', KEYS[1], 's')
+local t = redis.call('TIME')
+local d = t[1] .. '000'
+redis.call('HSET', KEYS[1], 's', '3 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 -',
+  'o:' .. ARGV[1], 'w' .. ARGV[2] .. ':' .. d .. ':' .. d, 'w', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, d}
+";
+pub(crate) const FLOOR_RELEASE: &str = r"
+redis.call('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
+local t = redis.call('TIME')
+redis.call('HDEL', KEYS[1], 'o:' .. ARGV[1], 'w', 'u')
+redis.call('HSET', KEYS[1], 's', '3 ' .. t[1] .. ' 0 - 0 0 0 -')
+return {1}
+";
+
+/// B1's cycle as [`FLOOR_ACQUIRE`] and [`FLOOR_RELEASE`] from the same tasks, each one
+/// round trip through the cluster client, no `WAIT`: what any lock of this layout could
+/// do through this client on this server (the ceiling of `MasterOnly`). Cycles/s.
+pub(crate) async fn layout_floor(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+) -> Result<f64, BoxError> {
+    let fred = cluster_client(&seeds[0]).await?;
+    let acquire = fred::types::scripts::Script::from_lua(FLOOR_ACQUIRE);
+    let release = fred::types::scripts::Script::from_lua(FLOOR_RELEASE);
+    acquire.load(&fred).await?;
+    release.load(&fred).await?;
+    let (client, tag) = (fred.clone(), tag.to_string());
+    let rate = drive(secs, move |i| {
+        let (fred, acquire, release) = (
+            client.clone(),
+            acquire.sha1().clone(),
+            release.sha1().clone(),
+        );
+        let key = format!("{tag}:{{n{i}}}");
+        async move {
+            let owner = format!("owner-{i}");
+            let a: Result<Value, _> = fred
+                .evalsha(
+                    acquire,
+                    vec![key.clone()],
+                    vec![owner.clone(), "1".into(), "90000".into()],
+                )
+                .await;
+            let r: Result<Value, _> = fred.evalsha(release, vec![key], vec![owner]).await;
+            a.is_ok() && r.is_ok()
+        }
+    })
+    .await;
+    let _ = fred.quit().await;
+    Ok(rate)
+}
+
+/// A trivial EVALSHA from the same tasks, one round trip each (or `batch` calls per
+/// pipeline): what the server and this machine allow a call that does nothing. Calls/s.
+pub(crate) async fn ceiling(
+    seeds: &[String],
+    secs: Duration,
+    batch: usize,
+) -> Result<f64, BoxError> {
+    let fred = cluster_client(&seeds[0]).await?;
+    let script = fred::types::scripts::Script::from_lua("return 1");
+    script.load(&fred).await?;
+    let fred2 = fred.clone();
+    let rate = drive(secs, move |i| {
+        let (fred, sha) = (fred2.clone(), script.sha1().clone());
+        async move {
+            if batch <= 1 {
+                let r: Result<i64, _> = fred
+                    .evalsha(sha, vec![format!("c{i}")], Vec::<String>::new())
+                    .await;
+                return r.is_ok();
+            }
+            let pipeline = fred.pipeline();
+            for _ in 0..batch {
+                // the key's slot, so that the cluster client sends it to its master
+                let key = format!("c{i}");
+                let hash = ClusterHash::Custom(key_slot(key.as_bytes()));
+                let cmd = CustomCommand::new_static("EVALSHA", hash, false);
+                let args = vec![sha.to_string(), "1".to_string(), key];
+                let _: Result<(), _> = pipeline.custom(cmd, args).await;
+            }
+            let r: Result<Vec<i64>, _> = pipeline.all().await;
+            r.is_ok()
+        }
+    })
+    .await;
+    let _ = fred.quit().await;
+    Ok(rate * batch.max(1) as f64)
+}
