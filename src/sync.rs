@@ -10,7 +10,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::lock;
+    use crate::sync::lock;
     use std::sync::{Arc, Mutex};
 
     #[test]
