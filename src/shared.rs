@@ -121,12 +121,15 @@ impl Shared {
     pub fn confirm_with(&self, replicas: u32, deadline: Option<Instant>) -> Option<Confirm> {
         let (wanted, timeout, every_attached) = match self.config.durability {
             Durability::MasterOnly => return None,
-            Durability::Replicas { count, timeout } => (count, timeout, false),
+            Durability::AtLeast {
+                replicas: count,
+                timeout,
+            } => (count, timeout, false),
             // a first guess (a master only a redirect told of: one): the batch reads the
             // master's own count after its WAIT and is confirmed only when every replica
             // it reports attached acknowledged; with none, no WAIT, and the master's word
             // that it has none
-            Durability::Replicated { timeout } => {
+            Durability::AllReplicas { timeout } => {
                 let n = if replicas == UNKNOWN { 1 } else { replicas };
                 (n, timeout, true)
             }

@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{Error, LockClient, LockConfig};
+use cluster_rwlock::{Durability, Error, LockClient, LockConfig};
 use cluster_rwlock_testkit::TestCluster;
 use common::hung::{hung_master, Hang};
 use common::{assert_no_keys, locks_on, prefix};
@@ -156,7 +156,10 @@ async fn master_paused_longer_than_the_lease() {
             .unwrap()
             .prefix(&p)
             .notifications(false)
-            .replica_acks(1, Duration::from_millis(500)),
+            .durability(Durability::AtLeast {
+                replicas: 1,
+                timeout: Duration::from_millis(500),
+            }),
     ))
     .await
     .expect("stale client");

@@ -173,7 +173,7 @@ async fn no_grant_is_believed_without_its_wait_when_connections_die() {
     let client = client_with(&cluster, |c| {
         c.prefix(&p)
             .command_timeout(Duration::from_secs(1))
-            .durability(cluster_rwlock::Durability::Replicated {
+            .durability(cluster_rwlock::Durability::AllReplicas {
                 timeout: Duration::from_millis(40),
             })
     })

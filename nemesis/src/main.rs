@@ -67,7 +67,7 @@ enum Config {
     /// The library's defaults (grants and renewals confirmed by the replicas that could
     /// be promoted).
     Default,
-    /// `replica_acks(1, 500 ms)`: each grant and renewal waits for one replica.
+    /// `Durability::AtLeast { replicas: 1, timeout: 500 ms }`: each grant and renewal waits for one replica.
     Acks,
     /// `Durability::MasterOnly`: the weaker mode, no confirmation.
     MasterOnly,

@@ -59,7 +59,7 @@ pub(crate) struct Confirm {
     /// At most this long (at least 1 ms: `WAIT n 0` would block for ever).
     pub timeout_ms: u64,
     /// Every replica the master reports attached must have acknowledged, whatever
-    /// `wanted` guessed (`Durability::Replicated`): `WAIT n` is met by ANY n replicas,
+    /// `wanted` guessed (`Durability::AllReplicas`): `WAIT n` is met by ANY n replicas,
     /// so the count to wait for comes from the master itself, read in the same pipeline.
     pub every_attached: bool,
 }

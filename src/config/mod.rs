@@ -36,7 +36,7 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 ///
 /// Redis replicates asynchronously: a grant the master made and its replicas did not get
 /// yet is lost if one of them is promoted, while its holder goes on working. With the
-/// default, [`Durability::Replicated`], each grant and each renewal is followed, in the
+/// default, [`Durability::AllReplicas`], each grant and each renewal is followed, in the
 /// same round trip, by `WAIT` for the replicas that could be promoted; a grant they do
 /// not confirm in time is undone ([`Error::NotReplicated`]), a renewal they do not
 /// confirm does not extend the holder's lease. [`Durability::MasterOnly`] skips that
@@ -48,7 +48,7 @@ pub const DEFAULT_PREFIX: &str = "rwlock";
 /// use cluster_rwlock::{Durability, LockConfig};
 ///
 /// let safe = LockConfig::cluster(["redis://127.0.0.1:7000"]);
-/// assert_eq!(safe.get_durability(), Durability::Replicated { timeout: Duration::from_millis(500) });
+/// assert_eq!(safe.get_durability(), Durability::AllReplicas { timeout: Duration::from_millis(500) });
 /// let fast = LockConfig::cluster(["redis://127.0.0.1:7000"]).durability(Durability::MasterOnly);
 /// assert_eq!(fast.get_durability(), Durability::MasterOnly);
 /// ```
@@ -61,16 +61,16 @@ pub enum Durability {
     /// deadline). A master that reports no replica confirms at once: nothing could be
     /// promoted in its place (this is logged and counted, see the metrics). The client
     /// needs `INFO` in its ACL rule.
-    Replicated {
+    AllReplicas {
         /// How long to wait for the replicas' acknowledgement (never more than three
         /// quarters of the command timeout, nor past the caller's deadline).
         timeout: Duration,
     },
-    /// `WAIT` for at least `count` replicas, however many the master has; with fewer,
+    /// `WAIT` for at least `replicas` replicas, however many the master has; with fewer,
     /// every grant fails.
-    Replicas {
+    AtLeast {
         /// Replicas required.
-        count: u32,
+        replicas: u32,
         /// How long to wait for their acknowledgement (never more than three quarters of
         /// the command timeout, nor past the caller's deadline).
         timeout: Duration,
@@ -83,9 +83,9 @@ pub enum Durability {
 /// The default confirmation of grants and renewals.
 ///
 /// ```
-/// assert!(matches!(cluster_rwlock::DEFAULT_DURABILITY, cluster_rwlock::Durability::Replicated { .. }));
+/// assert!(matches!(cluster_rwlock::DEFAULT_DURABILITY, cluster_rwlock::Durability::AllReplicas { .. }));
 /// ```
-pub const DEFAULT_DURABILITY: Durability = Durability::Replicated {
+pub const DEFAULT_DURABILITY: Durability = Durability::AllReplicas {
     timeout: Duration::from_millis(500),
 };
 
@@ -396,27 +396,6 @@ impl LockConfig {
     /// ```
     pub fn durability(mut self, durability: Durability) -> LockConfig {
         self.durability = durability;
-        self
-    }
-
-    /// `WAIT` for at least `replicas` replicas after each grant and renewal, for at most
-    /// `timeout`: the same as [`Durability::Replicas`] (`0` replicas: the default,
-    /// [`Durability::Replicated`], with this timeout).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use cluster_rwlock::LockConfig;
-    /// let c = LockConfig::cluster(["redis://127.0.0.1:7000"]).replica_acks(1, Duration::from_millis(500));
-    /// ```
-    pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> LockConfig {
-        self.durability = if replicas == 0 {
-            Durability::Replicated { timeout }
-        } else {
-            Durability::Replicas {
-                count: replicas,
-                timeout,
-            }
-        };
         self
     }
 

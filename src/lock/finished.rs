@@ -13,17 +13,26 @@ use crate::error::{Error, Result};
 /// [`held`](Self::held) turns the loss into [`Error::LockLost`], and
 /// [`into_value`](Self::into_value) gives the value whatever happened.
 ///
-/// ```
-/// use cluster_rwlock::{Error, Finished};
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// use std::time::Duration;
+/// use cluster_rwlock::Error;
 ///
-/// // what `with_write` returns when the work committed and the hold lasted...
-/// let done = Finished::new("committed", false);
-/// assert!(!done.was_lost());
-/// assert_eq!(done.held().unwrap(), "committed");
-/// // ...and when the lease was lost while it ran
-/// let late = Finished::new("refused by the fence", true);
-/// assert_eq!(late.value(), &"refused by the fence");
-/// assert!(matches!(late.held(), Err(Error::LockLost)));
+/// let done = lock
+///     .with_write(Duration::from_secs(5), |fence, _lost| async move {
+///         format!("committed under fence {fence}")
+///     })
+///     .await?;
+/// if done.was_lost() {
+///     // the work ran partly unprotected: what it did is still there to look at
+///     eprintln!("lease lost while it ran: {}", done.value());
+/// }
+/// match done.held() {
+///     Ok(what) => println!("{what}"),
+///     Err(Error::LockLost) => eprintln!("check what the fence let through"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
 /// ```
 #[must_use = "the hold may have been lost while the work ran: see `held()`"]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,13 +43,8 @@ pub struct Finished<T> {
 
 impl<T> Finished<T> {
     /// What the work returned, `lost` telling whether the lease was lost before the
-    /// release (for tests of code that handles a `Finished`).
-    ///
-    /// ```
-    /// let f = cluster_rwlock::Finished::new(7, false);
-    /// assert_eq!(f.into_value(), 7);
-    /// ```
-    pub fn new(value: T, lost: bool) -> Finished<T> {
+    /// release.
+    pub(crate) fn new(value: T, lost: bool) -> Finished<T> {
         Finished { value, lost }
     }
 
@@ -50,9 +54,12 @@ impl<T> Finished<T> {
     /// [`Error::LockLost`] when the lease was lost while the work ran (the value is
     /// dropped: see [`into_value`](Self::into_value) to keep it).
     ///
-    /// ```
-    /// let f = cluster_rwlock::Finished::new("ok", false);
-    /// assert_eq!(f.held().unwrap(), "ok");
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// # use std::time::Duration;
+    /// let f = lock.with_read(Duration::from_secs(5), |_, _| async { "ok" }).await?;
+    /// assert_eq!(f.held()?, "ok");
+    /// # Ok(()) }
     /// ```
     pub fn held(self) -> Result<T> {
         if self.lost {
@@ -65,8 +72,14 @@ impl<T> Finished<T> {
     /// Whether the lease was lost before the release: a renewal found the hold gone, or
     /// none was confirmed for a lease.
     ///
-    /// ```
-    /// assert!(cluster_rwlock::Finished::new((), true).was_lost());
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// # use std::time::Duration;
+    /// let f = lock.with_read(Duration::from_secs(5), |_, _| async {}).await?;
+    /// if f.was_lost() {
+    ///     eprintln!("the lease was lost while the work ran");
+    /// }
+    /// # Ok(()) }
     /// ```
     pub fn was_lost(&self) -> bool {
         self.lost
@@ -74,8 +87,12 @@ impl<T> Finished<T> {
 
     /// The value, whether or not the hold lasted.
     ///
-    /// ```
-    /// assert_eq!(cluster_rwlock::Finished::new(1, true).value(), &1);
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// # use std::time::Duration;
+    /// let f = lock.with_read(Duration::from_secs(5), |_, _| async { 1 }).await?;
+    /// assert_eq!(f.value(), &1);
+    /// # Ok(()) }
     /// ```
     pub fn value(&self) -> &T {
         &self.value
@@ -83,10 +100,32 @@ impl<T> Finished<T> {
 
     /// The value, whether or not the hold lasted.
     ///
-    /// ```
-    /// assert_eq!(cluster_rwlock::Finished::new(1, true).into_value(), 1);
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// # use std::time::Duration;
+    /// let f = lock.with_read(Duration::from_secs(5), |_, _| async { 1 }).await?;
+    /// assert_eq!(f.into_value(), 1);
+    /// # Ok(()) }
     /// ```
     pub fn into_value(self) -> T {
         self.value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Finished;
+    use crate::error::Error;
+
+    #[test]
+    fn a_lost_hold_keeps_the_value_and_says_so() {
+        let done = Finished::new("committed", false);
+        assert!(!done.was_lost());
+        assert_eq!(done.held().unwrap(), "committed");
+        let late = Finished::new("refused by the fence", true);
+        assert!(late.was_lost());
+        assert_eq!(late.value(), &"refused by the fence");
+        assert!(matches!(late.clone().held(), Err(Error::LockLost)));
+        assert_eq!(late.into_value(), "refused by the fence");
     }
 }

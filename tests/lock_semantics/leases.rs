@@ -245,8 +245,8 @@ async fn close_sends_what_is_still_to_be_given_back() {
     // a grant the replicas cannot confirm (more replicas asked for than there are):
     // NotReplicated, the grant undone in the background, then close at once
     let strict = client_with(cluster, |c| {
-        c.prefix(&p).durability(Durability::Replicas {
-            count: 5,
+        c.prefix(&p).durability(Durability::AtLeast {
+            replicas: 5,
             timeout: Duration::from_millis(50),
         })
     })

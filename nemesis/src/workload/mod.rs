@@ -23,7 +23,7 @@ mod task;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, LockConfig};
+use cluster_rwlock::{Durability, LockClient, LockConfig};
 
 use crate::history::{now, Event, Writer};
 
@@ -56,7 +56,12 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
         spec.ca_pem.as_deref(),
     );
     match spec.durability.as_str() {
-        "acks" => config = config.replica_acks(1, Duration::from_millis(500)),
+        "acks" => {
+            config = config.durability(Durability::AtLeast {
+                replicas: 1,
+                timeout: Duration::from_millis(500),
+            })
+        }
         "master-only" => config = config.durability(cluster_rwlock::Durability::MasterOnly),
         _ => {}
     }

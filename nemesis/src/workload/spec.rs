@@ -22,7 +22,7 @@ pub struct WorkerSpec {
     pub resource: String,
     /// Lease, ms.
     pub lease_ms: u64,
-    /// The configuration under test: `default`, `acks` (`replica_acks(1, 500 ms)`) or
+    /// The configuration under test: `default`, `acks` (`Durability::AtLeast { replicas: 1, timeout: 500 ms }`) or
     /// `master-only` (`Durability::MasterOnly`).
     pub durability: String,
     /// Tasks.
