@@ -3,7 +3,6 @@
 
 use crate::client::LockClient;
 use crate::error::{ClientResult, Error, Result};
-use crate::shared::Confirmed;
 
 /// What [`LockClient::fenced_set`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +53,7 @@ impl LockClient {
         if crate::keys::is_lock_key(&inner.config.prefix, key.as_bytes()) {
             return Err(Error::LockKey { key: key.into() });
         }
-        let slot = crate::slot::key_slot(key.as_bytes());
-        let value = value.as_ref();
-        let (written, fence) = inner
-            .call(slot, |c| async move {
-                let on = inner.on(&c, key, Confirmed::By(None));
-                inner.scripts.fenced_set(on, fence, value).await
-            })
-            .await?;
+        let (written, fence) = crate::routed::fenced_set(inner, key, fence, value.as_ref()).await?;
         Ok(FencedWrite { written, fence })
     }
 

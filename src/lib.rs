@@ -305,6 +305,7 @@ mod observe;
 mod pending;
 mod raw;
 mod renewal;
+mod routed;
 pub mod scripts;
 mod shared;
 pub mod slot;

@@ -11,7 +11,9 @@
 //!   acquire                 the waiting policy: attempts, messages,      (acquire/)
 //!        |                  hand-offs, clean-up; over a Seam (RawLock, or
 //!        |                  the unit tests' fake); lease book, renewals  (lease.rs, renewal.rs)
-//!   RawLock                 one call per script: route, script, reply    (raw.rs)
+//!   RawLock                 one call per script: route, script, reply;   (raw.rs)
+//!        |                  the calls on no lock of the caller's         (routed.rs)
+//!        |                  (fenced store, renewals); confirmation: Op   (shared.rs)
 //!        |
 //!   Scripts                 the calls and the one transport of scripts   (scripts/)
 //!   Router, Lane            routing; one pipeline and one WAIT per batch (cluster/)
@@ -27,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
 use crate::scripts::{Attempt, Intent, RawState, Released};
-use crate::shared::{Confirmed, Shared};
+use crate::shared::{Op, Shared};
 use crate::slot;
 
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
@@ -149,7 +151,7 @@ impl RawLock {
         let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::By(deadline));
+            let on = inner.on(&c, key, Op::Acquire, deadline);
             inner
                 .scripts
                 .acquire(on, mode, owner, id, lease, intent)
@@ -172,7 +174,7 @@ impl RawLock {
         let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::By(deadline));
+            let on = inner.on(&c, key, Op::Upgrade, deadline);
             inner
                 .scripts
                 .upgrade(on, owner, from, to, lease, wait)
@@ -194,7 +196,7 @@ impl RawLock {
         let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::No);
+            let on = inner.on(&c, key, Op::Downgrade, None);
             inner
                 .scripts
                 .downgrade(on, owner, from, to, mode, lease)
@@ -238,7 +240,7 @@ impl RawLock {
                 }
                 let in_flight = &in_flight;
                 async move {
-                    let mut on = inner.on(&c, key, Confirmed::No);
+                    let mut on = inner.on(&c, key, Op::Release, None);
                     if after == After::Answered {
                         on.direct = true;
                     }
@@ -294,7 +296,7 @@ impl RawLock {
                         "a guarded call got no answer: its commands may have run, and are not sent again".into(),
                     ));
                 }
-                let on = inner.on(&c, key, Confirmed::By(None));
+                let on = inner.on(&c, key, Op::Guarded, None);
                 let reply = inner
                     .scripts
                     .guarded(on, keys, owner, id, writes, commands)
@@ -335,7 +337,7 @@ impl RawLock {
     pub async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
         let (inner, key) = (&self.inner, &*self.key);
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::No);
+            let on = inner.on(&c, key, Op::Withdraw, None);
             inner.scripts.withdraw(on, owner, id, from).await
         })
         .await
@@ -347,7 +349,7 @@ impl RawLock {
     pub async fn force_release(&self, only: Option<&str>) -> Result<(u64, Option<u64>)> {
         let (inner, key) = (&self.inner, &*self.key);
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::No);
+            let on = inner.on(&c, key, Op::ForceRelease, None);
             inner.scripts.force_release(on, only).await
         })
         .await
@@ -357,7 +359,7 @@ impl RawLock {
     pub async fn state(&self) -> Result<RawState> {
         let (inner, key) = (&self.inner, &*self.key);
         self.call(|c| async move {
-            let on = inner.on(&c, key, Confirmed::No);
+            let on = inner.on(&c, key, Op::State, None);
             inner.scripts.state(on).await
         })
         .await

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::routed;
 use crate::scripts::RenewItem;
-use crate::shared::{Confirmed, Shared};
+use crate::shared::Shared;
 
 /// Starts the client's renewal task (once). It renews every lease/3, and at once when
 /// the slot map changes (a failover, a slot move): a hold the new owner of its slot does
@@ -76,15 +77,8 @@ async fn renew_all(
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
         async move {
             // the slot's connection: WAIT counts the writes of the connection it is sent on
-            let slot = slots[idx[0]];
-            let confirm = inner.confirm(slot, Some(deadline));
-            let pipeline = inner.scripts.renew_pipeline(
-                node.lane(slot),
-                &inner.counters,
-                lease_ms,
-                &batch,
-                confirm,
-            );
+            let pipeline =
+                routed::renew_batch(inner, &node, slots[idx[0]], lease_ms, &batch, deadline);
             let replies = tokio::time::timeout_at(deadline, pipeline).await;
             if replies.is_err() {
                 router.raise_alarm();
@@ -112,16 +106,7 @@ async fn renew_all(
             .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let key = item.key.as_str();
-            let reply = inner
-                .call_within(slots[i], left, |c| {
-                    let owners = &owners;
-                    async move {
-                        let on = inner.on(&c, key, Confirmed::By(Some(deadline)));
-                        inner.scripts.renew(on, lease_ms, owners).await
-                    }
-                })
-                .await;
+            let reply = routed::renew(inner, &item.key, left, lease_ms, &owners, deadline).await;
             (i, reply)
         }
     });

@@ -17,14 +17,35 @@ use crate::lease::Keeper;
 use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
-/// Whether a call's writes are confirmed by the replicas (see
-/// [`Shared::confirm_with`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Confirmed {
-    /// Not confirmed (releases, withdrawals, conversions, reads).
-    No,
-    /// Confirmed as the configuration says, never past the deadline.
-    By(Option<Instant>),
+/// Every script call, by what it does. Which of them count only once the replicas have
+/// their writes is decided here, once ([`Op::confirmed`]), for every caller: the raw
+/// lock, the renewals and the fenced store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Acquire,
+    Upgrade,
+    Downgrade,
+    Release,
+    Withdraw,
+    Renew,
+    Guarded,
+    FencedSet,
+    ForceRelease,
+    State,
+}
+
+impl Op {
+    /// Whether the call's writes are confirmed by the replicas (see
+    /// [`Shared::confirm_with`]): what a holder or a writer believes on its answer (a
+    /// grant, a renewal, a guarded or fenced write). Gives-back are not: a replica that
+    /// misses one keeps more holds, never fewer; a downgrade keeps the stronger hold; a
+    /// state only reads.
+    pub fn confirmed(self) -> bool {
+        match self {
+            Op::Acquire | Op::Upgrade | Op::Renew | Op::Guarded | Op::FencedSet => true,
+            Op::Downgrade | Op::Release | Op::Withdraw | Op::ForceRelease | Op::State => false,
+        }
+    }
 }
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
@@ -48,13 +69,20 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// A script call about lock `key` on `link` (a connection to the node that serves
-    /// its slot, or the target of an `ASK`), confirmed as `confirmed` says, by the
-    /// replicas of THAT node (see [`confirm_with`](Self::confirm_with)).
-    pub fn on<'a>(&'a self, link: &'a Link, key: &'a str, confirmed: Confirmed) -> On<'a> {
-        let confirm = match confirmed {
-            Confirmed::No => None,
-            Confirmed::By(deadline) => self.confirm_with(link.replicas, deadline),
+    /// Script call `op` about lock `key` on `link` (a connection to the node that serves
+    /// its slot, or the target of an `ASK`), confirmed as `op` says, by the replicas of
+    /// THAT node, never past `deadline` (see [`confirm_with`](Self::confirm_with)).
+    pub fn on<'a>(
+        &'a self,
+        link: &'a Link,
+        key: &'a str,
+        op: Op,
+        deadline: Option<Instant>,
+    ) -> On<'a> {
+        let confirm = if op.confirmed() {
+            self.confirm_with(link.replicas, deadline)
+        } else {
+            None
         };
         On {
             client: &link.client,
@@ -103,10 +131,14 @@ impl Shared {
         self.cluster.closed()
     }
 
-    /// How a write to a lock in `slot` is confirmed (see [`Durability`]): the WAIT to send
-    /// after it, never past `deadline`; `None` for no WAIT (the weaker mode, or a master
-    /// that has no replica that could be promoted).
-    pub fn confirm(&self, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
+    /// How script call `op` on a lock in `slot` is confirmed (see [`Durability`]): the
+    /// WAIT to send after it, never past `deadline`; `None` for no WAIT (a call that is
+    /// not confirmed, the weaker mode, or a master that has no replica that could be
+    /// promoted).
+    pub fn confirm(&self, op: Op, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
+        if !op.confirmed() {
+            return None;
+        }
         let router = &self.cluster.router;
         let replicas = router
             .node_for(slot)
@@ -172,5 +204,27 @@ mod tests {
         assert_eq!(wait_timeout(ms(500), Some(ms(120)), ms(5000)), ms(120));
         assert_eq!(wait_timeout(ms(500), None, ms(300)), ms(225));
         assert_eq!(wait_timeout(ms(6000), Some(ms(9000)), ms(5000)), ms(3750));
+    }
+
+    #[test]
+    fn what_a_caller_believes_is_confirmed_and_what_gives_back_is_not() {
+        for op in [
+            Op::Acquire,
+            Op::Upgrade,
+            Op::Renew,
+            Op::Guarded,
+            Op::FencedSet,
+        ] {
+            assert!(op.confirmed(), "{op:?}");
+        }
+        for op in [
+            Op::Downgrade,
+            Op::Release,
+            Op::Withdraw,
+            Op::ForceRelease,
+            Op::State,
+        ] {
+            assert!(!op.confirmed(), "{op:?}");
+        }
     }
 }
