@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::lease::HoldState;
 use crate::mode::Mode;
 use crate::observe;
-use crate::raw::{After, RawLock};
+use crate::raw::{GiveBack, RawLock};
 
 /// How long an upgrade waits for the plain readers to leave.
 #[derive(Debug, Clone, Copy)]
@@ -201,13 +201,14 @@ impl Hold {
         // followed through failovers for up to a lease: after that the hold is gone anyway
         let released = self
             .raw
-            .release(
+            .give_back(
                 &self.owner,
-                self.id,
-                (self.fence, self.state.until()),
-                self.raw.release_budget(),
-                After::Answered,
-                self.others,
+                GiveBack::Held {
+                    id: self.id,
+                    fence: self.fence,
+                    believed_until: self.state.until(),
+                    others: self.others,
+                },
             )
             .await;
         self.done = true;
@@ -278,21 +279,17 @@ impl Hold {
 }
 
 /// Gives hold `id` of `owner` back in the background, following the cluster for a
-/// lease at most (`others`: as [`RawLock::release`]).
+/// lease at most (`others`: as the grant said).
 fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
-    raw.clone().spawn(async move {
-        // (what it found does not matter: nobody is told)
-        let _ = raw
-            .release(
-                &owner,
-                id,
-                (0, Instant::now()),
-                raw.release_budget(),
-                After::Answered,
-                others,
-            )
-            .await;
-    });
+    raw.give_back_later(
+        owner,
+        GiveBack::Held {
+            id,
+            fence: 0,
+            believed_until: Instant::now(),
+            others,
+        },
+    );
 }
 
 impl Drop for Hold {

@@ -205,28 +205,70 @@ impl RawLock {
         .await
     }
 
+    /// Gives back what `what` names, for `owner`: the ONE way a hold, or what an attempt
+    /// may have left, goes back. The path follows from what it is, never from the
+    /// caller's choice: a held hold (its grant answered, nothing of it in a lane) is
+    /// released straight on the connection (a release needs no confirmation, and behind
+    /// a batch on the wire it would wait for that batch's reply and then for a batch of
+    /// its own); what an attempt left goes through the attempt's lane, after it, so that
+    /// it never overtakes the grant it undoes (a writer withdraws: out of the queue, and
+    /// the hold handed over meanwhile given back or, for an upgrade that keeps its
+    /// upgradable hold, turned back into it; a reader releases). True when a held hold
+    /// was there (see [`release`](Self::release)); an attempt's give-back says true.
+    pub async fn give_back(&self, owner: &str, what: GiveBack) -> Result<bool> {
+        let budget = self.release_budget();
+        match what {
+            GiveBack::Held {
+                id,
+                fence,
+                believed_until,
+                others,
+            } => {
+                self.release(owner, id, (fence, believed_until), budget, true, others)
+                    .await
+            }
+            GiveBack::Attempt {
+                id,
+                write: true,
+                from,
+            } => self.withdraw(owner, id, from).await.map(|()| true),
+            GiveBack::Attempt {
+                id, write: false, ..
+            } => self
+                .release(owner, id, (0, Instant::now()), budget, false, false)
+                .await
+                .map(|_| true),
+        }
+    }
+
+    /// [`give_back`](Self::give_back) in the background (tracked: `close` sends it
+    /// first), for a caller that does not wait for it.
+    pub fn give_back_later(&self, owner: Arc<str>, what: GiveBack) {
+        let raw = self.clone();
+        self.spawn(async move {
+            // (what it found does not matter: nobody is told)
+            let _ = raw.give_back(&owner, what).await;
+        });
+    }
+
     /// Gives back hold `id` of `owner`, granted with `fence` and believed until
     /// `believed_until` (`lua/release.lua`), following the cluster for at most `budget`:
     /// true when it was there. When a sending found nothing after an earlier one that got
     /// no answer (a timeout, a connection lost), the earlier one may have released it, or
     /// the hold was gone before (removed by a forced release, or run out): see
     /// [`gave_back_itself`] for when that is known. Otherwise false: the caller is told it
-    /// may have lost the hold, never that all was well when that is not known.
-    ///
-    /// `after` says what the release follows: a grant whose reply was read (it goes
-    /// straight to the connection: a release needs no confirmation, and behind a batch
-    /// on the wire it would wait for that batch's reply and then for a batch of its own),
-    /// or an attempt that may still wait in the connection's lane (it goes through the
-    /// lane, after that attempt, so that it never overtakes the grant it undoes).
-    /// `others`: the grant said that others held or waited, so the script skips its path
-    /// for a lone holder (which would most likely fall through).
-    pub async fn release(
+    /// may have lost the hold, never that all was well when that is not known. `direct`:
+    /// straight on the connection, not through the lane (see
+    /// [`give_back`](Self::give_back)). `others`: the grant said that others held or
+    /// waited, so the script skips its path for a lone holder (which would most likely
+    /// fall through).
+    async fn release(
         &self,
         owner: &str,
         id: u64,
         (fence, believed_until): (u64, Instant),
         budget: Duration,
-        after: After,
+        direct: bool,
         others: bool,
     ) -> Result<bool> {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -241,7 +283,7 @@ impl RawLock {
                 let in_flight = &in_flight;
                 async move {
                     let mut on = inner.on(&c, key, Op::Release, None);
-                    if after == After::Answered {
+                    if direct {
                         on.direct = true;
                     }
                     let reply = inner.scripts.release(on, owner, id, others).await;
@@ -326,7 +368,7 @@ impl RawLock {
 
     /// How long a release is followed through timeouts and failovers: a lease (a hold not
     /// given back by then has expired), and at least the command timeout.
-    pub fn release_budget(&self) -> Duration {
+    fn release_budget(&self) -> Duration {
         let config = &self.inner.config;
         config.lease.max(config.command_timeout)
     }
@@ -334,7 +376,7 @@ impl RawLock {
     /// Takes the writer `owner` out of the queue (or its upgrade out of pending) and gives
     /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
     /// from the upgradable hold `from`, such a write hold turns back into that hold.
-    pub async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
+    async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
         let (inner, key) = (&self.inner, &*self.key);
         self.call(|c| async move {
             let on = inner.on(&c, key, Op::Withdraw, None);
@@ -376,14 +418,28 @@ impl RawLock {
     }
 }
 
-/// What a release follows (see [`RawLock::release`]).
+/// What goes back of one hold (see [`RawLock::give_back`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum After {
-    /// A grant whose reply was read: nothing of it waits in a lane.
-    Answered,
-    /// An attempt that may still wait in its connection's lane (a cancelled or undone
-    /// attempt): the release must come after it.
-    Attempt,
+pub(crate) enum GiveBack {
+    /// A hold whose grant was answered: hold `id`, granted with `fence`, believed until
+    /// `believed_until` (a hold given back in the background: `fence` 0 and now, for
+    /// nobody is told what it found); `others` as the grant said.
+    Held {
+        id: u64,
+        fence: u64,
+        believed_until: Instant,
+        others: bool,
+    },
+    /// What an attempt at hold `id` may have left, its reply perhaps not read: for a
+    /// writer (`write`), its place in the queue or its pending upgrade, and a hold handed
+    /// over meanwhile, which turns back into the upgradable hold `from` when one is given
+    /// (an upgrade that keeps it) and is given back otherwise; for a reader, the hold a
+    /// grant whose reply was lost made.
+    Attempt {
+        id: u64,
+        write: bool,
+        from: Option<u64>,
+    },
 }
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
+use crate::raw::GiveBack;
 use crate::scripts::{Attempt, Intent};
 
 mod seam;
@@ -107,6 +108,16 @@ struct Leftovers<L: Seam> {
 }
 
 impl<L: Seam> Leftovers<L> {
+    /// What goes back: the attempt's leftovers, a write hold handed over meanwhile
+    /// turning back into `from` when one is given.
+    fn what(&self, from: Option<u64>) -> GiveBack {
+        GiveBack::Attempt {
+            id: self.id,
+            write: self.write,
+            from,
+        }
+    }
+
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
     /// keeps its upgradable hold, which is not known to be intact until the withdrawal
     /// has run; within `SETTLE_BUDGET` (the caller's time is up already; the command
@@ -119,9 +130,9 @@ impl<L: Seam> Leftovers<L> {
             return Ok(());
         }
         let budget = self.raw.config().command_timeout.min(SETTLE_BUDGET);
-        let withdraw = abandon(&self.raw, &self.owner, self.id, self.write, self.from);
+        let withdraw = self.raw.give_back(&self.owner, self.what(self.from));
         let outcome = match tokio::time::timeout(budget, withdraw).await {
-            Ok(Ok(())) => {
+            Ok(Ok(_)) => {
                 self.armed = false;
                 return Ok(());
             }
@@ -146,11 +157,8 @@ impl<L: Seam> Drop for Leftovers<L> {
     /// that runs out of time and keeps its upgradable hold withdraws in `settle` first.)
     fn drop(&mut self) {
         if self.armed {
-            let (raw, owner, id, write) =
-                (self.raw.clone(), self.owner.clone(), self.id, self.write);
-            raw.clone().spawn(async move {
-                let _ = abandon(&raw, &owner, id, write, None).await;
-            });
+            self.raw
+                .give_back_later(self.owner.clone(), self.what(None));
         }
     }
 }
@@ -380,36 +388,6 @@ async fn wait_loop<L: Seam>(
     }
 }
 
-/// Gives back in the background what a grant that does not count left (a grant the
-/// replicas did not confirm), so that the caller's error comes without delay.
-fn undo<L: Seam>(lock: &L, owner: &Arc<str>, id: u64, write: bool, from: Option<u64>) {
-    let (raw, owner) = (lock.clone(), owner.clone());
-    lock.spawn(async move {
-        let _ = abandon(&raw, &owner, id, write, from).await;
-    });
-}
-
-/// Undoes what an attempt may have left: for a writer (`write`), its place in the queue
-/// or its pending upgrade, and a hold handed over meanwhile (for an upgrade from `from`,
-/// such a write hold turns back into the upgradable hold); for a reader, the hold a
-/// grant whose reply was lost made.
-async fn abandon<L: Seam>(
-    lock: &L,
-    owner: &str,
-    id: u64,
-    write: bool,
-    from: Option<u64>,
-) -> Result<()> {
-    if write {
-        lock.withdraw(owner, id, from).await
-    } else {
-        // (what it found does not matter: the caller gave up)
-        lock.release(owner, id, 0, lock.release_budget())
-            .await
-            .map(|_| ())
-    }
-}
-
 /// One attempt (`wait`: the caller waits if it fails; `busy`: its last attempt found the
 /// lock busy, so the script's path for a free lock is skipped). Cancel safety comes from the
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
@@ -446,10 +424,15 @@ async fn attempt<L: Seam>(
             // it runs before that attempt (in the background, the next attempt could
             // find the upgradable hold gone and the undo a write hold it does not know);
             // other undos run in the background, and the next attempt takes a new id
-            if let Some(from) = ask.upgrade_from() {
-                abandon(lock, owner, id, true, Some(from)).await?;
+            let undone = GiveBack::Attempt {
+                id,
+                write: ask.writes(),
+                from: ask.upgrade_from(),
+            };
+            if ask.upgrade_from().is_some() {
+                lock.give_back(owner, undone).await?;
             } else {
-                undo(lock, owner, id, ask.writes(), None);
+                lock.give_back_later(owner.clone(), undone);
             }
             return Err(e);
         }

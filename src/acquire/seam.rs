@@ -1,7 +1,6 @@
 //! The seam under the waiting policy: what it needs of a lock, and the lock's answer.
 
 use std::future::Future;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -9,7 +8,7 @@ use crate::cluster::notify::{Subscription, Wake};
 use crate::config::LockConfig;
 use crate::error::Result;
 use crate::mode::Mode;
-use crate::raw::RawLock;
+use crate::raw::{GiveBack, RawLock};
 use crate::scripts::{Attempt, Intent};
 
 /// What the waiting policy needs of a lock: its calls, its release messages, its
@@ -25,8 +24,6 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     fn config(&self) -> &LockConfig;
     /// A hold id never used before by this client.
     fn next_hold_id(&self) -> u64;
-    /// How long a release is followed through failovers.
-    fn release_budget(&self) -> Duration;
     /// Whether this client lately found the lock's slot busy or shared (see
     /// `contention`): a waiter's first attempt then skips the script's fast path.
     fn contended_lately(&self) -> bool;
@@ -52,21 +49,20 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
         wait: bool,
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<Attempt>> + Send + 'a;
-    /// Out of the queue or pending (see [`RawLock::withdraw`]).
-    fn withdraw<'a>(
+    /// Gives back what an attempt left, or a hold (see [`RawLock::give_back`]).
+    fn give_back<'a>(
         &'a self,
         owner: &'a str,
-        id: u64,
-        from: Option<u64>,
-    ) -> impl Future<Output = Result<()>> + Send + 'a;
-    /// Gives hold `id` back (see [`RawLock::release`]).
-    fn release<'a>(
-        &'a self,
-        owner: &'a str,
-        id: u64,
-        fence: u64,
-        budget: Duration,
+        what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a;
+    /// [`give_back`](Self::give_back) in the background.
+    fn give_back_later(&self, owner: std::sync::Arc<str>, what: GiveBack) {
+        let lock = self.clone();
+        self.spawn(async move {
+            // (what it found does not matter: the caller gave up)
+            let _ = lock.give_back(&owner, what).await;
+        });
+    }
     /// Runs `task` in the background.
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F);
 }
@@ -99,9 +95,6 @@ impl Seam for RawLock {
     fn next_hold_id(&self) -> u64 {
         RawLock::next_hold_id(self)
     }
-    fn release_budget(&self) -> Duration {
-        RawLock::release_budget(self)
-    }
     fn contended_lately(&self) -> bool {
         RawLock::contended_lately(self, Instant::now())
     }
@@ -131,32 +124,12 @@ impl Seam for RawLock {
     ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
         RawLock::upgrade(self, owner, from, to, wait, deadline)
     }
-    fn withdraw<'a>(
+    fn give_back<'a>(
         &'a self,
         owner: &'a str,
-        id: u64,
-        from: Option<u64>,
-    ) -> impl Future<Output = Result<()>> + Send + 'a {
-        RawLock::withdraw(self, owner, id, from)
-    }
-    fn release<'a>(
-        &'a self,
-        owner: &'a str,
-        id: u64,
-        fence: u64,
-        budget: Duration,
+        what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        // the policy gives back what an attempt it gave up on may have granted
-        // (an attempt given up on is believed by nobody: no belief to lean on)
-        RawLock::release(
-            self,
-            owner,
-            id,
-            (fence, tokio::time::Instant::now()),
-            budget,
-            crate::raw::After::Attempt,
-            false,
-        )
+        RawLock::give_back(self, owner, what)
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         RawLock::spawn(self, task)

@@ -93,9 +93,6 @@ impl Seam for Fake {
     fn next_hold_id(&self) -> u64 {
         self.0.ids.fetch_add(1, Ordering::Relaxed)
     }
-    fn release_budget(&self) -> Duration {
-        Duration::from_secs(1)
-    }
     fn contended_lately(&self) -> bool {
         self.0.contended.load(Ordering::Relaxed)
     }
@@ -128,23 +125,19 @@ impl Seam for Fake {
         self.log(Call::Upgrade { from, to });
         self.answer()
     }
-    fn withdraw<'a>(
+    fn give_back<'a>(
         &'a self,
         _owner: &'a str,
-        id: u64,
-        from: Option<u64>,
-    ) -> impl Future<Output = Result<()>> + Send + 'a {
-        self.log(Call::Withdraw { id, from });
-        async { Ok(()) }
-    }
-    fn release<'a>(
-        &'a self,
-        _owner: &'a str,
-        id: u64,
-        _fence: u64,
-        _budget: Duration,
+        what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        self.log(Call::Release { id });
+        self.log(match what {
+            GiveBack::Attempt {
+                id,
+                write: true,
+                from,
+            } => Call::Withdraw { id, from },
+            GiveBack::Attempt { id, .. } | GiveBack::Held { id, .. } => Call::Release { id },
+        });
         async { Ok(true) }
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
