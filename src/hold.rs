@@ -55,8 +55,21 @@ impl Hold {
     }
 
     /// One attempt at a new hold of `mode` for `owner`: `None` when the lock is busy.
-    pub async fn try_acquire(raw: &RawLock, owner: Arc<str>, mode: Mode) -> Result<Option<Hold>> {
-        let granted = acquire::try_once(raw, owner.clone(), Ask::Hold(mode)).await?;
+    /// With `gather`, the attempt goes in the batch it builds (see
+    /// [`Gather`](crate::cluster::lane::Gather)).
+    pub async fn try_acquire(
+        raw: &RawLock,
+        owner: Arc<str>,
+        mode: Mode,
+        gather: Option<Arc<crate::cluster::lane::Gather>>,
+    ) -> Result<Option<Hold>> {
+        let granted = match gather {
+            Some(gather) => {
+                let lock = raw.gathered(gather);
+                acquire::try_once(&lock, owner.clone(), Ask::Hold(mode)).await?
+            }
+            None => acquire::try_once(raw, owner.clone(), Ask::Hold(mode)).await?,
+        };
         Ok(granted.map(|g| Hold::new(raw.clone(), owner, g)))
     }
 

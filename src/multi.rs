@@ -34,12 +34,15 @@
 //! for leaves no queued writer or pending hold behind (as [`RwLock`]'s acquires).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use crate::client::LockClient;
+use crate::cluster::lane::Gather;
 use crate::error::{Error, Result};
 use crate::lock::{AnyGuard, RwLock};
 use crate::mode::Mode;
@@ -180,22 +183,33 @@ impl MultiLock {
         Ok(MultiGuard { members: taken })
     }
 
-    /// One attempt at every member at once, each member's result in order. The attempts
-    /// are handed to their lanes in one poll, with the lanes plugged meanwhile (see
-    /// `cluster::lane`), so that the attempts to one master go in one batch.
+    /// One attempt at every member at once, each member's result in order: a batch built,
+    /// then sent (see `cluster::lane::Gather`). Every attempt is handed to the batch
+    /// first; once each member's attempt is in it (or ended without a call: a refused
+    /// name, no route), the batch is sent, one pipeline and one `WAIT` per master.
     async fn try_all(&self) -> Vec<Result<Option<AnyGuard>>> {
-        let plugs: Vec<_> = self.members.iter().filter_map(|(l, _)| l.plug()).collect();
-        let mut tries = std::pin::pin!(join_all(
-            self.members.iter().map(|(lock, mode)| lock.try_any(*mode))
-        ));
-        let first =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(tries.as_mut().poll(cx))).await;
-        // every attempt is in its lane now (or was sent on a path of its own)
-        drop(plugs);
-        match first {
-            std::task::Poll::Ready(done) => done,
-            std::task::Poll::Pending => tries.await,
-        }
+        let gather = Arc::new(Gather::new());
+        let ended = AtomicUsize::new(0);
+        let tries = join_all(self.members.iter().map(|(lock, mode)| {
+            let (gather, ended) = (gather.clone(), &ended);
+            async move {
+                let tried = lock.try_any_in(gather, *mode).await;
+                ended.fetch_add(1, Ordering::AcqRel);
+                tried
+            }
+        }));
+        let mut tries = std::pin::pin!(tries);
+        let members = self.members.len();
+        std::future::poll_fn(|cx| {
+            let polled = tries.as_mut().poll(cx);
+            // every member has handed its call over, or will hand none: send (a member
+            // still on its way is waited for, however long its way is)
+            if gather.gathered() + ended.load(Ordering::Acquire) >= members {
+                gather.flush();
+            }
+            polled
+        })
+        .await
     }
 
     /// The first round of [`take`](Self::take): one attempt at every member at once.

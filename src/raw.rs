@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::cluster::lane::Gather;
 use crate::cluster::router::Link;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -43,6 +44,9 @@ pub(crate) struct RawLock {
     key: Arc<str>,
     channel: Arc<str>,
     slot: u16,
+    /// The batch being built that this lock's attempts go in (see
+    /// [`gathered`](Self::gathered)); none for the lock itself.
+    gather: Option<Arc<Gather>>,
 }
 
 /// What the policy reads of the lock and of its client.
@@ -95,12 +99,13 @@ impl RawLock {
         self.inner.notifier()
     }
 
-    /// Holds the next batch of the lane that this lock's calls take now (see
-    /// [`Lane::plug`](crate::cluster::lane::Lane::plug)); `None` when the slot map names
-    /// no node.
-    pub fn plug(&self) -> Option<crate::cluster::lane::Plug> {
-        let node = self.inner.cluster.router.node_for(self.slot)?;
-        Some(node.lane(self.slot).plug())
+    /// This lock, whose attempts (acquires and upgrades) go in the batch `gather` builds
+    /// until it is sent (see [`Gather`]); its other calls as the lock's own.
+    pub fn gathered(&self, gather: Arc<Gather>) -> RawLock {
+        RawLock {
+            gather: Some(gather),
+            ..self.clone()
+        }
     }
 
     /// Whether this client lately found a lock of this slot busy, or shared after a grant
@@ -135,6 +140,7 @@ impl RawLock {
             name: name.into(),
             key: key.into(),
             channel: channel.into(),
+            gather: None,
         }
     }
 
@@ -150,8 +156,10 @@ impl RawLock {
     ) -> Result<Attempt> {
         let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
+        let gather = self.gather.as_deref();
         self.call(|c| async move {
-            let on = inner.on(&c, key, Op::Acquire, deadline);
+            let mut on = inner.on(&c, key, Op::Acquire, deadline);
+            on.gather = gather;
             inner
                 .scripts
                 .acquire(on, mode, owner, id, lease, intent)
@@ -173,8 +181,10 @@ impl RawLock {
     ) -> Result<Attempt> {
         let (inner, key) = (&self.inner, &*self.key);
         let lease = inner.lease_ms();
+        let gather = self.gather.as_deref();
         self.call(|c| async move {
-            let on = inner.on(&c, key, Op::Upgrade, deadline);
+            let mut on = inner.on(&c, key, Op::Upgrade, deadline);
+            on.gather = gather;
             inner
                 .scripts
                 .upgrade(on, owner, from, to, lease, wait)

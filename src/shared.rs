@@ -91,6 +91,7 @@ impl Shared {
             asking: link.asking,
             counters: &self.counters,
             target: Target { key, confirm },
+            gather: None,
         }
     }
 

@@ -9,7 +9,10 @@
 //! timer, no added latency. Calls that come while a batch is on the wire wait for it
 //! and go together in the next: `([ASKING] EVALSHA)... [WAIT n t]`, the `WAIT` when any
 //! of them asks for confirmation. `WAIT` confirms every write made before it on its
-//! connection, so one `WAIT` confirms the whole batch.
+//! connection, so one `WAIT` confirms the whole batch. Calls that are to share a batch
+//! (a multi-lock's attempts at its members) are built into a [`Gather`], then sent:
+//! each lane is handed its calls at once, and what a lane is handed at once is never
+//! split.
 //!
 //! # Why no connection proof is needed
 //! A `WAIT` sent on a NEW connection counts none of the writes made on the old one
@@ -44,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::cluster::topology::UNKNOWN;
 
@@ -110,32 +113,11 @@ struct Job {
 /// a bounded time, and the jobs after it go in the next.
 const MAX_CALLS: usize = 256;
 
-/// The lane of one connection (cheap to clone).
+/// The lane of one connection (cheap to clone). What it is handed at once (one job, or
+/// the jobs of a [`Gather`] for this lane) goes in one batch, never split.
 #[derive(Clone)]
 pub(crate) struct Lane {
-    jobs: mpsc::UnboundedSender<Job>,
-    plugs: Arc<Plugs>,
-}
-
-/// Callers that are handing the lane several calls at once (see [`Lane::plug`]).
-#[derive(Default)]
-struct Plugs {
-    count: AtomicUsize,
-    /// Told when the count falls to 0.
-    released: Notify,
-}
-
-/// While it lives, the lane's next batch waits for more calls (see [`Lane::plug`]).
-pub(crate) struct Plug {
-    plugs: Arc<Plugs>,
-}
-
-impl Drop for Plug {
-    fn drop(&mut self) {
-        if self.plugs.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.plugs.released.notify_waiters();
-        }
-    }
+    jobs: mpsc::UnboundedSender<Vec<Job>>,
 }
 
 /// What a lane's task shares with its node: the `WAIT`s sent (by every node's lanes),
@@ -193,21 +175,8 @@ impl Lane {
     /// current runtime until every clone of the lane is dropped.
     pub fn new(client: Client, tally: Tally) -> Lane {
         let (jobs, rx) = mpsc::unbounded_channel();
-        let plugs = Arc::new(Plugs::default());
-        tokio::spawn(run_lane(client, rx, tally, plugs.clone()));
-        Lane { jobs, plugs }
-    }
-
-    /// Holds the lane's next batch until the plug is dropped, so that calls handed to it
-    /// together (a multi-lock's attempts at its members, made in one poll) go in ONE
-    /// batch under one `WAIT`, even when the lane's task runs on another thread at once.
-    /// To be dropped right after those calls are handed over, with no wait between: the
-    /// lane's calls wait for it.
-    pub fn plug(&self) -> Plug {
-        self.plugs.count.fetch_add(1, Ordering::AcqRel);
-        Plug {
-            plugs: self.plugs.clone(),
-        }
+        tokio::spawn(run_lane(client, rx, tally));
+        Lane { jobs }
     }
 
     /// Sends `calls` (`ASKING` before each when `asking`), with the `WAIT` of `confirm`,
@@ -220,6 +189,25 @@ impl Lane {
         calls: Vec<Vec<Value>>,
     ) -> Batch {
         let count = calls.len();
+        let (job, reply) = Job::new(asking, confirm, calls);
+        if self.jobs.send(vec![job]).is_err() {
+            return failed(count, closed());
+        }
+        answer(reply, count).await
+    }
+
+    /// The same lane (the same connection's task).
+    fn same(&self, other: &Lane) -> bool {
+        self.jobs.same_channel(&other.jobs)
+    }
+}
+
+impl Job {
+    fn new(
+        asking: bool,
+        confirm: Option<Confirm>,
+        calls: Vec<Vec<Value>>,
+    ) -> (Job, oneshot::Receiver<Batch>) {
         let (done, reply) = oneshot::channel();
         let job = Job {
             calls,
@@ -227,10 +215,87 @@ impl Lane {
             confirm,
             done,
         };
-        if self.jobs.send(job).is_err() {
-            return failed(count, closed());
+        (job, reply)
+    }
+}
+
+/// The batch a job went in, once answered.
+async fn answer(reply: oneshot::Receiver<Batch>, count: usize) -> Batch {
+    reply.await.unwrap_or_else(|_| failed(count, closed()))
+}
+
+/// A batch built, then sent, as a Redis client's pipeline: the calls handed to
+/// [`Gather::send`] wait until [`Gather::flush`], which hands each lane ITS calls at
+/// once, so that every call to one connection goes in ONE batch under ONE `WAIT` (a
+/// multi-lock's attempts at its members). Nothing depends on when the callers are
+/// polled: a caller that awaits something before it hands its call over is simply
+/// waited for. Once flushed, calls go straight to their lanes (a call sent again after
+/// a redirect).
+pub(crate) struct Gather {
+    /// The calls handed over and not flushed yet, each with its lane; `None` once
+    /// flushed.
+    pending: std::sync::Mutex<Option<Vec<(Lane, Job)>>>,
+    /// Calls handed over before the flush.
+    gathered: AtomicUsize,
+}
+
+impl Gather {
+    pub fn new() -> Gather {
+        Gather {
+            pending: std::sync::Mutex::new(Some(Vec::new())),
+            gathered: AtomicUsize::new(0),
         }
-        reply.await.unwrap_or_else(|_| failed(count, closed()))
+    }
+
+    /// How many calls wait for the flush (or went in it).
+    pub fn gathered(&self) -> usize {
+        self.gathered.load(Ordering::Acquire)
+    }
+
+    /// As [`Lane::send`], in the batch being built (or, once it was flushed, at once).
+    pub async fn send(
+        &self,
+        lane: &Lane,
+        asking: bool,
+        confirm: Option<Confirm>,
+        calls: Vec<Vec<Value>>,
+    ) -> Batch {
+        let count = calls.len();
+        let (job, reply) = Job::new(asking, confirm, calls);
+        {
+            let mut pending = crate::sync::lock(&self.pending);
+            match pending.as_mut() {
+                Some(jobs) => {
+                    jobs.push((lane.clone(), job));
+                    self.gathered.fetch_add(1, Ordering::AcqRel);
+                }
+                None => {
+                    if lane.jobs.send(vec![job]).is_err() {
+                        return failed(count, closed());
+                    }
+                }
+            }
+        }
+        answer(reply, count).await
+    }
+
+    /// Sends what was gathered: each lane's calls handed to it at once (one batch per
+    /// connection). Later calls go straight to their lanes; flushing twice does nothing.
+    pub fn flush(&self) {
+        let Some(jobs) = crate::sync::lock(&self.pending).take() else {
+            return;
+        };
+        let mut lanes: Vec<(Lane, Vec<Job>)> = Vec::new();
+        for (lane, job) in jobs {
+            match lanes.iter_mut().find(|(l, _)| l.same(&lane)) {
+                Some((_, group)) => group.push(job),
+                None => lanes.push((lane, vec![job])),
+            }
+        }
+        for (lane, group) in lanes {
+            // a lane that closed drops the jobs: their callers are told it closed
+            let _ = lane.jobs.send(group);
+        }
     }
 }
 
@@ -252,28 +317,15 @@ fn failed(count: usize, e: fred::error::Error) -> Batch {
 
 /// The lane's task: a batch of every job waiting, sent as one pipeline, its replies
 /// handed back; then the next.
-async fn run_lane(
-    client: Client,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    tally: Tally,
-    plugs: Arc<Plugs>,
-) {
-    while let Some(first) = rx.recv().await {
-        // a caller handing over several calls at once: wait until it is done
-        loop {
-            let released = plugs.released.notified();
-            if plugs.count.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            released.await;
-        }
-        let mut calls = first.calls.len();
-        let mut jobs = vec![first];
+async fn run_lane(client: Client, mut rx: mpsc::UnboundedReceiver<Vec<Job>>, tally: Tally) {
+    while let Some(mut jobs) = rx.recv().await {
+        // what was handed over at once stays whole (a gathered batch may pass MAX_CALLS)
+        let mut calls: usize = jobs.iter().map(|j| j.calls.len()).sum();
         while calls < MAX_CALLS {
             match rx.try_recv() {
-                Ok(job) => {
-                    calls += job.calls.len();
-                    jobs.push(job);
+                Ok(more) => {
+                    calls += more.iter().map(|j| j.calls.len()).sum::<usize>();
+                    jobs.extend(more);
                 }
                 Err(_) => break,
             }
@@ -450,6 +502,64 @@ async fn queue(pipeline: &fred::clients::Pipeline<Client>, cmd: CustomCommand, a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lane with no connection behind it: what it is handed, as it is handed.
+    fn bare_lane() -> (Lane, mpsc::UnboundedReceiver<Vec<Job>>) {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        (Lane { jobs }, rx)
+    }
+
+    #[tokio::test]
+    async fn a_gathered_batch_goes_whole_to_each_lane_however_its_calls_came() {
+        let (a, mut on_a) = bare_lane();
+        let (b, mut on_b) = bare_lane();
+        let gather = Arc::new(Gather::new());
+        let send = |lane: &Lane| {
+            let (gather, lane) = (gather.clone(), lane.clone());
+            tokio::spawn(async move { gather.send(&lane, false, None, vec![Vec::new()]).await })
+        };
+        let first = send(&a);
+        // a caller that hands its call over later (after awaits of its own) is waited for
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
+        }
+        let second = send(&b);
+        let third = send(&a);
+        while gather.gathered() < 3 {
+            tokio::task::yield_now().await;
+        }
+        assert!(on_a.try_recv().is_err(), "nothing is sent before the flush");
+        gather.flush();
+        assert_eq!(
+            on_a.try_recv().unwrap().len(),
+            2,
+            "lane a: its two calls at once"
+        );
+        assert_eq!(on_b.try_recv().unwrap().len(), 1);
+        assert!(on_a.try_recv().is_err() && on_b.try_recv().is_err());
+        // after the flush, a call goes straight to its lane
+        let late = send(&a);
+        let got = loop {
+            match on_a.try_recv() {
+                Ok(got) => break got,
+                Err(_) => tokio::task::yield_now().await,
+            }
+        };
+        assert_eq!(got.len(), 1);
+        gather.flush();
+        // the callers are answered as their batches are
+        for job in got {
+            let _ = job.done.send(Batch {
+                replies: Vec::new(),
+                acked: None,
+                attached: None,
+            });
+        }
+        assert!(late.await.is_ok());
+        for t in [first, second, third] {
+            t.abort();
+        }
+    }
 
     fn job(confirm: Option<Confirm>) -> Job {
         Job {

@@ -245,11 +245,6 @@ impl RwLock {
         Ok(self.any_guard(hold))
     }
 
-    /// Holds the next batch of the lane this lock's calls take (see `cluster::lane`).
-    pub(crate) fn plug(&self) -> Option<crate::cluster::lane::Plug> {
-        self.raw.plug()
-    }
-
     /// Whether a multi-lock of this client lately found this lock's slot busy.
     pub(crate) fn contended_lately(&self, now: tokio::time::Instant) -> bool {
         self.raw.contended_lately(now)
@@ -264,6 +259,17 @@ impl RwLock {
     /// run time.
     pub(crate) async fn try_any(&self, mode: Mode) -> Result<Option<AnyGuard>> {
         let hold = self.try_once(mode).await?;
+        Ok(hold.map(|hold| self.any_guard(hold)))
+    }
+
+    /// [`try_any`](Self::try_any), the attempt going in the batch `gather` builds (a
+    /// multi-lock's round: see `cluster::lane::Gather`).
+    pub(crate) async fn try_any_in(
+        &self,
+        gather: Arc<crate::cluster::lane::Gather>,
+        mode: Mode,
+    ) -> Result<Option<AnyGuard>> {
+        let hold = Hold::try_acquire(&self.raw, self.hold_owner(), mode, Some(gather)).await?;
         Ok(hold.map(|hold| self.any_guard(hold)))
     }
 
@@ -434,7 +440,7 @@ impl RwLock {
     /// One attempt at a new hold of `mode`, as the next owner token (not an `async fn`,
     /// as [`wait`](Self::wait)).
     fn try_once(&self, mode: Mode) -> impl Future<Output = Result<Option<Hold>>> + Send + '_ {
-        Hold::try_acquire(&self.raw, self.hold_owner(), mode)
+        Hold::try_acquire(&self.raw, self.hold_owner(), mode, None)
     }
 
     /// The owner token the next hold is taken as.

@@ -97,6 +97,7 @@ impl TwoPaths {
             asking: false,
             counters: &self.counters,
             target: Target { key, confirm: None },
+            gather: None,
         }
     }
 
@@ -307,6 +308,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
         direct: false,
         asking: false,
         counters: &counters,
+        gather: None,
         target: Target {
             key: &key,
             confirm: None,

@@ -110,7 +110,7 @@ mod live_tests;
 mod reply;
 mod transport;
 
-pub(crate) use crate::cluster::lane::{Confirm, Lane};
+pub(crate) use crate::cluster::lane::{Confirm, Gather, Lane};
 pub(crate) use calls::RenewItem;
 pub(crate) use reply::{RawHolder, RawState};
 pub(crate) use transport::{Counters, On, Target};

@@ -10,7 +10,7 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand};
 
-use super::{Confirm, Lane, Scripts};
+use super::{Confirm, Gather, Lane, Scripts};
 use crate::error::{ClientResult, Error, Result};
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -48,6 +48,9 @@ pub(crate) struct On<'a> {
     pub asking: bool,
     pub counters: &'a Counters,
     pub target: Target<'a>,
+    /// The batch being built that the call goes in (see [`Gather`]): through the lane
+    /// even when it could go straight to the connection.
+    pub gather: Option<&'a Gather>,
 }
 
 /// What a script call brought back: its reply, and whether its writes were confirmed
@@ -143,7 +146,7 @@ impl Scripts {
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
             let t = &on.target;
-            let direct = on.direct && t.confirm.is_none() && !on.asking;
+            let direct = on.direct && t.confirm.is_none() && !on.asking && on.gather.is_none();
             let mut call = evalsha_call(script, t.key, extra_keys, args);
             for first in [true, false] {
                 // kept for a sending after NOSCRIPT (cloning the client's values only
@@ -162,7 +165,14 @@ impl Scripts {
                         None,
                     )
                 } else {
-                    let mut batch = on.lane.send(on.asking, t.confirm, vec![sending]).await;
+                    let mut batch = match on.gather {
+                        Some(gather) => {
+                            gather
+                                .send(on.lane, on.asking, t.confirm, vec![sending])
+                                .await
+                        }
+                        None => on.lane.send(on.asking, t.confirm, vec![sending]).await,
+                    };
                     let unconfirmed = batch.unconfirmed(t.confirm);
                     match batch.replies.pop() {
                         Some(reply) => (reply, unconfirmed),
