@@ -33,6 +33,29 @@ use crate::scripts::{Attempt, Intent, RawState, Released};
 use crate::shared::{Op, Shared};
 use crate::slot;
 
+/// One script call on a lock, the body every call of [`RawLock`] shares: routed to the
+/// node that serves its slot and sent again through redirects within the command
+/// timeout ([`RawLock::call`]), its target built by [`Shared::on`] (which decides its
+/// confirmation from `op`), and for an attempt (acquire, upgrade) of a lock that is
+/// being gathered, in the batch being built. `|scripts, on| call` makes the call.
+macro_rules! on_lock {
+    ($lock:expr, $op:expr, $deadline:expr, |$scripts:ident, $on:ident| $call:expr) => {{
+        let lock: &RawLock = $lock;
+        let (inner, key) = (&lock.inner, &*lock.key);
+        let gather = match $op {
+            Op::Acquire | Op::Upgrade => lock.gather.as_deref(),
+            _ => None,
+        };
+        lock.call(|c| async move {
+            let mut $on = inner.on(&c, key, $op, $deadline);
+            $on.gather = gather;
+            let $scripts = &inner.scripts;
+            $call.await
+        })
+        .await
+    }};
+}
+
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
 /// Its fields are its own: the policy above reads them, and the few parts of the client
 /// it needs (configuration, hold ids, the renewal book, the subscriptions, the runtime),
@@ -154,18 +177,9 @@ impl RawLock {
         intent: Intent,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let (inner, key) = (&self.inner, &*self.key);
-        let lease = inner.lease_ms();
-        let gather = self.gather.as_deref();
-        self.call(|c| async move {
-            let mut on = inner.on(&c, key, Op::Acquire, deadline);
-            on.gather = gather;
-            inner
-                .scripts
-                .acquire(on, mode, owner, id, lease, intent)
-                .await
-        })
-        .await
+        let lease = self.inner.lease_ms();
+        on_lock!(self, Op::Acquire, deadline, |scripts, on| scripts
+            .acquire(on, mode, owner, id, lease, intent))
     }
 
     /// One attempt to turn upgradable hold `from` into write hold `to`
@@ -179,18 +193,9 @@ impl RawLock {
         wait: bool,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let (inner, key) = (&self.inner, &*self.key);
-        let lease = inner.lease_ms();
-        let gather = self.gather.as_deref();
-        self.call(|c| async move {
-            let mut on = inner.on(&c, key, Op::Upgrade, deadline);
-            on.gather = gather;
-            inner
-                .scripts
-                .upgrade(on, owner, from, to, lease, wait)
-                .await
-        })
-        .await
+        let lease = self.inner.lease_ms();
+        on_lock!(self, Op::Upgrade, deadline, |scripts, on| scripts
+            .upgrade(on, owner, from, to, lease, wait))
     }
 
     /// Turns hold `from` of `owner` into hold `to` of `mode` (`lua/downgrade.lua`): its
@@ -203,16 +208,9 @@ impl RawLock {
         to: u64,
         mode: Mode,
     ) -> Result<Option<u64>> {
-        let (inner, key) = (&self.inner, &*self.key);
-        let lease = inner.lease_ms();
-        self.call(|c| async move {
-            let on = inner.on(&c, key, Op::Downgrade, None);
-            inner
-                .scripts
-                .downgrade(on, owner, from, to, mode, lease)
-                .await
-        })
-        .await
+        let lease = self.inner.lease_ms();
+        on_lock!(self, Op::Downgrade, None, |scripts, on| scripts
+            .downgrade(on, owner, from, to, mode, lease))
     }
 
     /// Gives back what `what` names, for `owner`: the ONE way a hold, or what an attempt
@@ -387,34 +385,21 @@ impl RawLock {
     /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
     /// from the upgradable hold `from`, such a write hold turns back into that hold.
     async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
-        let (inner, key) = (&self.inner, &*self.key);
-        self.call(|c| async move {
-            let on = inner.on(&c, key, Op::Withdraw, None);
-            inner.scripts.withdraw(on, owner, id, from).await
-        })
-        .await
+        on_lock!(self, Op::Withdraw, None, |scripts, on| scripts
+            .withdraw(on, owner, id, from))
     }
 
     /// Removes every hold, or `only`'s, wakes the waiters and raises the fence
     /// (`lua/force_release.lua`): the holds removed and the fence. Unconfirmed, as a
     /// release: a replica that misses it keeps more holds, never fewer.
     pub async fn force_release(&self, only: Option<&str>) -> Result<(u64, Option<u64>)> {
-        let (inner, key) = (&self.inner, &*self.key);
-        self.call(|c| async move {
-            let on = inner.on(&c, key, Op::ForceRelease, None);
-            inner.scripts.force_release(on, only).await
-        })
-        .await
+        on_lock!(self, Op::ForceRelease, None, |scripts, on| scripts
+            .force_release(on, only))
     }
 
     /// The fence, the holders and the queued writers (`lua/state.lua`).
     pub async fn state(&self) -> Result<RawState> {
-        let (inner, key) = (&self.inner, &*self.key);
-        self.call(|c| async move {
-            let on = inner.on(&c, key, Op::State, None);
-            inner.scripts.state(on).await
-        })
-        .await
+        on_lock!(self, Op::State, None, |scripts, on| scripts.state(on))
     }
 
     /// Sends a command for this lock to the node that serves its slot (see
