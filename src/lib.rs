@@ -280,7 +280,8 @@
 //! dependency of this one.
 //!
 //! # Layout
-//! The hash layout and the scripts' rules are documented in [`scripts`]. Inside, one
+//! The hash layout and the scripts' rules are written down in `docs/PROTOCOL.md`
+//! (in the repository). Inside, one
 //! type per lock makes the calls of the scripts (route, script, typed reply); the
 //! waiting, hand-offs, confirmation and clean-up sit above it, and [`RwLock`] and the
 //! guards above those.
@@ -306,7 +307,7 @@ mod pending;
 mod raw;
 mod renewal;
 mod routed;
-pub mod scripts;
+mod scripts;
 mod shared;
 pub mod slot;
 mod sync;
