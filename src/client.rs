@@ -285,22 +285,6 @@ impl LockClient {
         &self.inner.config
     }
 
-    /// Whether release messages ([`ReleaseMessage`](crate::ReleaseMessage)) go out with
-    /// `SPUBLISH` (servers of version 7 or later, clustered or not: subscribe with
-    /// `SSUBSCRIBE`, on the node that serves the lock's slot) rather than `PUBLISH`
-    /// (subscribe with `SUBSCRIBE`).
-    ///
-    /// ```no_run
-    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-    /// let lock = client.rwlock("orders")?;
-    /// let command = if client.sharded_pubsub() { "SSUBSCRIBE" } else { "SUBSCRIBE" };
-    /// println!("{command} {}", lock.channel());
-    /// # Ok(()) }
-    /// ```
-    pub fn sharded_pubsub(&self) -> bool {
-        self.inner.cluster.sharded
-    }
-
     /// A cluster-aware fred client on the same servers (the same URLs, credentials and
     /// TLS), connected on first use. The application may use it for its own data, such as
     /// the keys a lock guards under the same `{tag}`, instead of building a second client:

@@ -5,9 +5,10 @@
 use std::fmt;
 
 /// What a release message says: who may proceed. Releases publish only when someone
-/// waits (an uncontended release publishes nothing), with `SPUBLISH` when
-/// [`LockClient::sharded_pubsub`](crate::LockClient::sharded_pubsub) is true (subscribe
-/// with `SSUBSCRIBE` on the node that serves the lock's slot), else with `PUBLISH`.
+/// waits (an uncontended release publishes nothing), with `SPUBLISH` on servers that
+/// have it (Redis 7 and later, Valkey), else with `PUBLISH`; the library's own
+/// subscription follows the lock's slot through failovers and slot moves, and
+/// [`RwLock::release_messages`](crate::RwLock::release_messages) hands its messages on.
 ///
 /// ```
 /// use cluster_rwlock::ReleaseMessage;
@@ -166,4 +167,17 @@ mod tests {
             .to_string()
             .starts_with("message"));
     }
+}
+
+/// What a watcher of a lock hears next
+/// ([`ReleaseMessages::next`](crate::ReleaseMessages::next)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Heard {
+    /// A release message.
+    Message(ReleaseMessage),
+    /// Messages may have been missed: the subscription was placed again (a failover, a
+    /// slot move, a lost connection), or the reader fell behind. Look at the lock's
+    /// state ([`RwLock::state`](crate::RwLock::state)).
+    Gap,
 }

@@ -70,7 +70,7 @@ fn main() {
             Command::Run(a) => run::run(&client, a).await,
             Command::Inspect(a) => inspect::inspect(&client, a).await,
             Command::List(a) => inspect::list(&client, &cli, a).await,
-            Command::Watch(a) => watch::watch(&client, &cli.url, a).await,
+            Command::Watch(a) => watch::watch(&client, a).await,
             Command::Break(a) => inspect::break_lock(&client, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,
         };

@@ -2,11 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use cluster_rwlock::{LockClient, LockState, Mode, ReleaseMessage};
-use fred::prelude::*;
-use fred::types::Message;
+use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessages};
 use serde_json::json;
-use tokio::sync::broadcast;
 
 use crate::args::WatchArgs;
 use crate::clock::{self, secs};
@@ -80,63 +77,43 @@ fn now_line(s: &LockState) -> String {
     }
 }
 
-/// A release message as a line.
-fn said(m: &Message) -> String {
-    let text = m.value.as_string().unwrap_or_default();
-    ReleaseMessage::parse(&text).to_string()
+/// A release message as a line (`None`: a gap, which the next look at the state covers).
+fn said(heard: Heard) -> Option<String> {
+    match heard {
+        Heard::Message(m) => Some(m.to_string()),
+        _ => None,
+    }
 }
 
 /// The messages already on their way, read until none comes for `CAUSES`, each with
 /// when it came.
-async fn causes(messages: Option<&mut broadcast::Receiver<Message>>) -> Vec<(SystemTime, String)> {
+async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, String)> {
     let mut out = Vec::new();
     if let Some(rx) = messages {
-        while let Ok(Ok(m)) = tokio::time::timeout(CAUSES, rx.recv()).await {
-            out.push((SystemTime::now(), said(&m)));
+        while let Ok(heard) = tokio::time::timeout(CAUSES, rx.next()).await {
+            if let Some(line) = said(heard) {
+                out.push((SystemTime::now(), line));
+            }
         }
     }
     out
 }
 
-pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
+pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
     let lock = match client.rwlock(&a.name) {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
-    // the release channel, on the node that serves the slot (sharded pub/sub)
-    let subscriber = async {
-        let mut config = Config::from_url(url)?;
-        if client.redis().is_clustered() {
-            let seed = match url.split_once("://") {
-                Some(("redis", rest)) => format!("redis-cluster://{rest}"),
-                Some(("rediss", rest)) => format!("rediss-cluster://{rest}"),
-                _ => url.to_string(),
-            };
-            let seed = Config::from_url(&seed)?;
-            config.server = seed.server;
-        }
-        // the TLS settings of the lock client (the CA and client certificate given)
-        config.tls = client.redis().client_config().tls.clone();
-        let s = Builder::from_config(config).build_subscriber_client()?;
-        s.init().await?;
-        // as the library publishes: SPUBLISH on servers of version 7 or later, clustered
-        // or not
-        if client.sharded_pubsub() {
-            s.ssubscribe(lock.channel()).await?;
-        } else {
-            s.subscribe(lock.channel()).await?;
-        }
-        Ok::<_, Error>(s)
-    };
-    let subscriber = match subscriber.await {
-        Ok(s) => Some(s),
+    // the library's own subscription to the lock's release messages (it follows the
+    // slot through failovers and slot moves)
+    let mut messages = match lock.release_messages().await {
+        Ok(m) => Some(m),
         Err(e) => {
             eprintln!("cluster-rwlock: no release messages ({e}); polling the state only");
             None
         }
     };
     let out = Out { json: a.json };
-    let mut messages = subscriber.as_ref().map(|s| s.message_rx());
     let mut last: Option<Seen> = None;
     let mut tick = tokio::time::interval(a.every.max(Duration::from_millis(10)));
     if !a.json {
@@ -151,14 +128,14 @@ pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
             _ = tick.tick() => {}
-            m = async {
+            heard = async {
                 match messages.as_mut() {
-                    Some(rx) => rx.recv().await.ok(),
+                    Some(rx) => rx.next().await,
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some(m) = m {
-                    out.event(&said(&m), None);
+                if let Some(line) = said(heard) {
+                    out.event(&line, None);
                 }
             }
         }
@@ -192,14 +169,11 @@ pub async fn watch(client: &LockClient, url: &str, a: &WatchArgs) -> i32 {
             }
             Err(e) => {
                 eprintln!("cluster-rwlock: {e}");
-                if subscriber.is_none() {
+                if messages.is_none() {
                     return code::UNAVAILABLE;
                 }
             }
         }
-    }
-    if let Some(s) = subscriber {
-        let _ = s.quit().await;
     }
     0
 }

@@ -22,7 +22,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::cluster::router::{Router, Routes};
 use crate::cluster::topology::Addr;
-use crate::message::ReleaseMessage;
+use crate::message::{Heard, ReleaseMessage};
 use crate::sync::lock;
 
 /// Who a release message lets proceed.
@@ -38,17 +38,23 @@ pub(crate) enum Wake {
 }
 
 impl Wake {
-    fn parse(payload: &str) -> Wake {
-        match ReleaseMessage::parse(payload) {
-            ReleaseMessage::Readers => Wake::Readers,
-            ReleaseMessage::HandedOver { owner, hold, fence } => Wake::Granted {
+    /// Who `heard` lets proceed: a gap lets everyone look for themselves.
+    fn of(heard: Heard) -> Wake {
+        match heard {
+            Heard::Message(ReleaseMessage::Readers) => Wake::Readers,
+            Heard::Message(ReleaseMessage::HandedOver { owner, hold, fence }) => Wake::Granted {
                 owner,
                 id: hold,
                 fence,
             },
-            // free, or unreadable: let everyone look for themselves
+            // free, broken, unreadable, or a gap: let everyone look for themselves
             _ => Wake::Anyone,
         }
+    }
+
+    #[cfg(test)]
+    fn parse(payload: &str) -> Wake {
+        Wake::of(Heard::Message(ReleaseMessage::parse(payload)))
     }
 
     /// Whether a waiter of this mode and owner should attempt again (or, for a hand-off,
@@ -68,7 +74,7 @@ const LINGER: Duration = Duration::from_secs(2);
 const JOIN_WAIT: Duration = Duration::from_secs(1);
 
 struct Entry {
-    tx: broadcast::Sender<Wake>,
+    tx: broadcast::Sender<Heard>,
     slot: u16,
     waiters: usize,
     /// When the last waiter left (the subscription lingers until LINGER after that).
@@ -98,7 +104,7 @@ pub(crate) struct Notifier {
 pub(crate) struct Subscription {
     notifier: Arc<Notifier>,
     channel: String,
-    rx: broadcast::Receiver<Wake>,
+    rx: broadcast::Receiver<Heard>,
     live: watch::Receiver<bool>,
 }
 
@@ -108,11 +114,16 @@ impl Subscription {
         *self.live.borrow()
     }
 
-    /// The next release message (a lost message counts as `Anyone`).
+    /// Who the next release message lets proceed (a lost message lets anyone).
     pub async fn next(&mut self) -> Wake {
+        Wake::of(self.hear().await)
+    }
+
+    /// The next release message, or a gap where messages may have been lost.
+    pub async fn hear(&mut self) -> Heard {
         match self.rx.recv().await {
-            Ok(w) => w,
-            Err(broadcast::error::RecvError::Lagged(_)) => Wake::Anyone,
+            Ok(heard) => heard,
+            Err(broadcast::error::RecvError::Lagged(_)) => Heard::Gap,
             Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
         }
     }
@@ -172,7 +183,8 @@ impl Notifier {
                 let wake = match messages.recv().await {
                     Ok(msg) => {
                         let payload: String = msg.value.convert().unwrap_or_default();
-                        Some((msg.channel.to_string(), Wake::parse(&payload)))
+                        let said = ReleaseMessage::parse(&payload);
+                        Some((msg.channel.to_string(), Heard::Message(said)))
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => None,
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -260,7 +272,7 @@ impl Notifier {
             let old = std::mem::replace(&mut e.node, ok.then(|| addr.to_string()));
             e.live.send_replace(ok);
             if wake {
-                let _ = e.tx.send(Wake::Anyone);
+                let _ = e.tx.send(Heard::Gap);
             }
             old
         };
@@ -331,15 +343,15 @@ impl Notifier {
         }
     }
 
-    fn dispatch(&self, channel: &str, wake: Wake) {
+    fn dispatch(&self, channel: &str, heard: Heard) {
         if let Some(e) = lock(&self.channels).get(channel) {
-            let _ = e.tx.send(wake);
+            let _ = e.tx.send(heard);
         }
     }
 
     fn wake_all(&self) {
         for e in lock(&self.channels).values() {
-            let _ = e.tx.send(Wake::Anyone);
+            let _ = e.tx.send(Heard::Gap);
         }
     }
 
@@ -381,7 +393,7 @@ impl Notifier {
                     }
                 }
                 if started.elapsed() >= JOIN_WAIT {
-                    me.dispatch(&channel, Wake::Anyone);
+                    me.dispatch(&channel, Heard::Gap);
                 }
             });
         }

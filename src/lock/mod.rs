@@ -8,18 +8,17 @@ use std::time::Duration;
 mod finished;
 mod grant;
 pub mod guarded;
+mod messages;
 
 pub use finished::Finished;
 pub use grant::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
+pub use messages::ReleaseMessages;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::mode::Mode;
 use crate::raw::RawLock;
 use crate::shared::Shared;
-
-#[cfg(doc)]
-use crate::error::Error;
 
 /// A distributed read/write lock: the handle is the lock.
 ///
@@ -361,6 +360,32 @@ impl RwLock {
     /// ```
     pub fn channel(&self) -> &str {
         self.raw.channel()
+    }
+
+    /// The lock's release messages from now on, from the library's own subscription
+    /// (see [`ReleaseMessages`]): what `cluster-rwlock watch` prints.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a subscription made for a dropped call is left at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the client's notifications are off
+    /// ([`LockConfig::notifications`](crate::LockConfig::notifications)).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let mut messages = lock.release_messages().await?;
+    /// println!("{:?}", messages.next().await);
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_messages(&self) -> Result<ReleaseMessages> {
+        let Some(notifier) = self.raw.notifier() else {
+            return Err(Error::InvalidConfig(
+                "release messages need notifications, which this client has off".into(),
+            ));
+        };
+        let subscription = notifier.join(self.raw.channel(), self.raw.slot()).await;
+        Ok(ReleaseMessages::new(subscription))
     }
 
     /// Whether `key` (a key of the application's data) is in this lock's slot: the lock
