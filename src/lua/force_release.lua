@@ -9,8 +9,8 @@
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  the owner token whose holds go, or '' for every owner
 -- Returns
---   {1, holds removed, fence or ''}   the raised fence, which every later grant's is above
---                                     (the last fence when nothing went; '' if none)
+--   {1, holds removed, fence or '-'}  the raised fence, which every later grant's is above
+--                                     (the last fence when nothing went; '-' if none)
 --   {-3, type}, {-4, field}: see lib
 local only = ARGV[1]
 local bad = prune()
@@ -48,6 +48,4 @@ if removed > 0 and PUBLISH ~= '' then
   redis.call(PUBLISH, key .. ':released', 'x ' .. fmt(removed) .. ' ' .. fmt(raised))
 end
 finish()
-local fe = ''
-if raised ~= nil then fe = fmt(raised) end
-return {1, removed, fe}
+return {1, removed, opt(raised)}

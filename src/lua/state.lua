@@ -2,7 +2,7 @@
 -- the whole hash (expired entries are left out, and dropped).
 --
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
--- Returns {1, fence or '', {owner, read holds, write holds, upgradable holds,
+-- Returns {1, fence or '-', {owner, read holds, write holds, upgradable holds,
 --          lease left ms, held for ms, ...},
 --          {queued writer owners, first first}}
 -- {-3, type}, {-4, field}: see lib
@@ -49,6 +49,4 @@ for _, q in ipairs(waiting) do names[#names + 1] = q[2] end
 local bad = prune()
 if bad then return {-4, bad} end
 finish()
-local fe = ''
-if fence ~= nil then fe = fmt(fence) end
-return {1, fe, holders, names}
+return {1, opt(fence), holders, names}

@@ -228,8 +228,9 @@ mod tests {
                 "{name} does not begin with the layout version {version}: {line}"
             );
         }
-        // the module docs describe the same version
-        assert!(include_str!("mod.rs").contains(&format!("# Hash layout (version {version})")));
+        // the protocol's document describes the same version
+        assert!(include_str!("../../docs/PROTOCOL.md")
+            .contains(&format!("## Hash layout (version {version})")));
     }
 
     #[test]

@@ -110,10 +110,10 @@ pub(super) fn text(v: &Value) -> Result<String> {
     }
 }
 
-/// A fence the scripts may leave out: `''`, `'-'` or no element at all for none.
+/// A fence the scripts may leave out: `'-'` for none.
 pub(super) fn optional_fence(v: Option<&Value>) -> Result<Option<u64>> {
     match v.map(text).transpose()? {
-        Some(s) if !s.is_empty() && s != "-" => s
+        Some(s) if s != "-" => s
             .parse()
             .map(Some)
             .map_err(|_| Error::Protocol(format!("fence {s:?}"))),
@@ -189,9 +189,10 @@ mod tests {
 
     #[test]
     fn an_optional_fence_is_a_number_or_none() {
+        // (a reply without that element: none)
         assert_eq!(optional_fence(None).unwrap(), None);
         assert_eq!(optional_fence(Some(&Value::from("-"))).unwrap(), None);
-        assert_eq!(optional_fence(Some(&Value::from(""))).unwrap(), None);
+        assert!(optional_fence(Some(&Value::from(""))).is_err());
         assert_eq!(optional_fence(Some(&Value::from("42"))).unwrap(), Some(42));
         assert!(optional_fence(Some(&Value::from("4x"))).is_err());
         assert!(optional_fence(Some(&Value::from("-1"))).is_err());
