@@ -224,6 +224,13 @@ impl RawLock {
     /// upgradable hold, turned back into it; a reader releases). True when a held hold
     /// was there (see [`release`](Self::release)); an attempt's give-back says true.
     pub async fn give_back(&self, owner: &str, what: GiveBack) -> Result<bool> {
+        // boxed, as the router's call is: every guard's release and every attempt's
+        // clean-up holds this future, which would otherwise add the layout of both
+        // scripts' calls to theirs
+        Box::pin(self.give_back_now(owner, what)).await
+    }
+
+    async fn give_back_now(&self, owner: &str, what: GiveBack) -> Result<bool> {
         let budget = self.release_budget();
         match what {
             GiveBack::Held {
