@@ -3,10 +3,12 @@
 //! build gains nothing from it.
 
 mod args;
+mod break_lock;
 mod clock;
 mod connect;
 mod exec;
 mod inspect;
+mod list;
 mod run;
 mod watch;
 
@@ -69,9 +71,9 @@ fn main() {
         let status = match &cli.command {
             Command::Run(a) => run::run(&client, a).await,
             Command::Inspect(a) => inspect::inspect(&client, a).await,
-            Command::List(a) => inspect::list(&client, &cli, a).await,
+            Command::List(a) => list::list(&client, &cli, a).await,
             Command::Watch(a) => watch::watch(&client, a).await,
-            Command::Break(a) => inspect::break_lock(&client, a).await,
+            Command::Break(a) => break_lock::break_lock(&client, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,
         };
         // sends what is still to be given back (an undone grant, a dropped guard) first

@@ -6,7 +6,8 @@
 --          lease left ms, held for ms, ...},
 --          {queued writer owners, first first}}
 -- {-3, type}, {-4, field}: see lib
-local SUMMARY_FIELD = {s = true, w = true, u = true}
+-- the fields that are not entries (see the hash layout); any other is not this layout's
+local SUMMARY_FIELD = {s = true, w = true, u = true, x = true}
 local raw = redis.call('HGETALL', key)
 local holders, waiting = {}, {}
 for i = 1, #raw, 2 do

@@ -83,7 +83,8 @@ impl TestCluster {
 
     /// The lock keys matching `pattern` on the masters that still record a hold, a queued
     /// writer or a waiting reader: every key but the tombstones a free lock leaves for a
-    /// while (a hash with its summary `s` alone, which remembers the last fence).
+    /// while (a hash with its summary `s` alone, which remembers the last fence, and the
+    /// fence of its last forced release `x` when there was one).
     ///
     /// ```no_run
     /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
@@ -98,9 +99,9 @@ impl TestCluster {
                 let tombstone = match &fields {
                     // no fields: the key expired between KEYS and HKEYS (HKEYS answers
                     // an empty list for a missing key), so it records no hold
-                    Ok(fred::prelude::Value::Array(f)) => {
-                        f.is_empty() || (f.len() == 1 && f[0].as_str().as_deref() == Some("s"))
-                    }
+                    Ok(fred::prelude::Value::Array(f)) => f
+                        .iter()
+                        .all(|f| matches!(f.as_str().as_deref(), Some("s" | "x"))),
                     Ok(fred::prelude::Value::Null) => true,
                     // not a hash (WRONGTYPE): reported
                     _ => false,

@@ -158,7 +158,7 @@ async fn a_lost_lease_terminates_the_command_with_70() {
     let key = client.rwlock("lost").unwrap().key().to_string();
     let mut cmd = cli(cluster, &prefix);
     cmd.args([
-        "--lease", "1500ms", "run", "--write", "lost", "--grace", "300ms", "--", "sleep", "60",
+        "run", "--lease", "1500ms", "--write", "lost", "--grace", "300ms", "--", "sleep", "60",
     ]);
     let began = Instant::now();
     let run = tokio::spawn(output(cmd));

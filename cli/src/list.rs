@@ -1,0 +1,103 @@
+//! `list`: every lock under the prefix, on every master, with its state.
+
+use cluster_rwlock::LockClient;
+use fred::prelude::*;
+use fred::types::scan::{ScanType, Scanner};
+use futures_util::StreamExt;
+use serde_json::Value as Json;
+
+use crate::args::{glob, Cli, ListArgs};
+use crate::code;
+use crate::inspect::{clients, mode, state_json};
+
+/// Every lock key under the prefix, on every master.
+async fn lock_keys(client: &LockClient, prefix: &str) -> Result<Vec<String>, Error> {
+    let redis = client.redis();
+    redis.wait_for_connect().await?;
+    let pattern = format!("{prefix}:*");
+    let mut pages = if redis.is_clustered() {
+        redis
+            .scan_cluster(pattern, Some(1000), Some(ScanType::Hash))
+            .boxed()
+    } else {
+        redis
+            .scan(pattern, Some(1000), Some(ScanType::Hash))
+            .boxed()
+    };
+    let mut keys = Vec::new();
+    while let Some(page) = pages.next().await {
+        let mut page = page?;
+        for k in page.take_results().unwrap_or_default() {
+            if let Some(k) = k.as_str() {
+                keys.push(k.to_string());
+            }
+        }
+        page.next();
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
+    let keys = match lock_keys(client, &cli.prefix).await {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("cluster-rwlock: SCAN failed: {e}");
+            return code::UNAVAILABLE;
+        }
+    };
+    let mut out = Vec::new();
+    let (mut listed, mut held) = (0usize, 0usize);
+    for key in keys {
+        let Some(name) = cluster_rwlock::keys::lock_name(&cli.prefix, &key) else {
+            continue;
+        };
+        if !glob(&a.pattern, &name) {
+            continue;
+        }
+        let Ok(lock) = client.rwlock(&name) else {
+            continue;
+        };
+        let state = lock.state().await;
+        if let Ok(s) = &state {
+            listed += 1;
+            held += usize::from(s.mode.is_some());
+        }
+        match state {
+            Ok(s) if a.json => out.push(state_json(client, &lock, &s)),
+            Ok(s) => println!(
+                "{name}\t{}\t{} holder(s){}\t{} waiting\tfence {}\tslot {} on {}",
+                mode(s.mode),
+                s.holders.len(),
+                clients(&s),
+                s.waiting_writers.len(),
+                s.fence.map_or("-".into(), |f| f.to_string()),
+                lock.slot(),
+                client
+                    .node_for_slot(lock.slot())
+                    .unwrap_or_else(|| "?".into())
+            ),
+            // gone meanwhile, or not one of ours: say so, go on
+            Err(e) => eprintln!("cluster-rwlock: {name}: {e}"),
+        }
+    }
+    if a.json {
+        println!("{}", Json::Array(out));
+    }
+    // on stderr, so that the listing itself stays one line per lock
+    let prefix = &cli.prefix;
+    if listed == 0 {
+        eprintln!(
+            "no locks matching '{}' under prefix '{prefix}' (a lock's key exists while it is held or waited for, and a minute after its last release)",
+            a.pattern
+        );
+    } else {
+        eprintln!(
+            "{listed} lock(s) matching '{}' under prefix '{prefix}': {held} held, {} free",
+            a.pattern,
+            listed - held
+        );
+    }
+    0
+}
