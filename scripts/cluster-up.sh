@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/compose.sh"
 timeout_s="${CLUSTER_UP_TIMEOUT:-60}"
 
-"$here/redis-image.sh" >/dev/null
+"$here/../testkit/scripts/redis-image.sh" >/dev/null
 start=$(date +%s)
 "${compose[@]}" up -d --quiet-pull 2>/dev/null || "${compose[@]}" up -d
 
