@@ -157,6 +157,77 @@ async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
     client.close().await;
 }
 
+/// A replica attached to the lock's master since the client last read it (the old
+/// master rejoining under a promoted one that the slot map still shows with no replica
+/// is one such case): the master's own count says 1, so a grant waits for that replica,
+/// and one it did not get is refused, never confirmed by the master alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_attached_since_the_last_look_is_waited_for() {
+    let OneMaster {
+        cluster,
+        client,
+        lock,
+        replica,
+    } = OneMaster::start("attached-replica").await;
+    let master = 0;
+    // the master's only replica goes to another master: grants here are confirmed by
+    // the master alone (it reports no replica), once the client has seen that
+    let other = cluster.nodes()[1].index;
+    cluster.replicate(replica.index, other).await.unwrap();
+    let alone = Instant::now();
+    loop {
+        match lock.try_write().await {
+            Ok(Some(w)) => {
+                w.release().await.unwrap();
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+        assert!(alone.elapsed() < Duration::from_secs(10), "no grant alone");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // it comes back, and at once its stream is cut: it acknowledges nothing
+    cluster.replicate(replica.index, master).await.unwrap();
+    // (the cut finds the master's replicas in the cluster's view, which follows the
+    // master's own in a moment; the client makes no call meanwhile)
+    let attached = Instant::now();
+    while let Err(e) = cluster.cut_replication(master).await {
+        assert!(attached.elapsed() < Duration::from_secs(10), "{e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut refused = 0;
+    for _ in 0..5 {
+        match lock.try_write().await {
+            Err(Error::NotReplicated { wanted, acked }) => {
+                assert_eq!((wanted, acked), (1, 0));
+                refused += 1;
+            }
+            // the last refused grant not given back yet
+            Ok(None) => {}
+            other => panic!("a grant confirmed without the attached replica: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused > 0);
+    cluster.restore_replication(master).await.unwrap();
+    let restored = Instant::now();
+    let w = loop {
+        match lock.try_write().await {
+            Ok(Some(w)) => break w,
+            Ok(None) => {}
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+        assert!(
+            restored.elapsed() < Duration::from_secs(20),
+            "no grant once the replica has the stream again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    w.release().await.unwrap();
+    client.close().await;
+}
+
 /// The batch's `WAIT` confirms its scripts only because the Redis client never writes a
 /// command twice and writes a pipeline to one connection (see `cluster::lane`): a `WAIT`
 /// sent again on a new connection would count none of the old one's writes and return
