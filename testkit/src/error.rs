@@ -47,6 +47,11 @@ pub enum TestkitError {
     /// needs [`StartOptions::skewable_clocks`](super::StartOptions::skewable_clocks)).
     #[error("not supported by this cluster (an external one, REDIS_CLUSTER_URL, has no fault controls): {0}")]
     Unsupported(&'static str),
+    /// `TESTKIT_NO_CLUSTER=1` forbids starting (or attaching to) a cluster: a test that
+    /// needs one is behind the `cluster-tests` feature (CI runs the tests without it under
+    /// this variable).
+    #[error("no cluster may be started here (TESTKIT_NO_CLUSTER=1): a test that needs one must name the cluster-tests feature")]
+    NoClusterHere,
     /// The native backend cannot find the server's binary (`redis-server` on `PATH`, or
     /// `valkey-server` where `scripts/valkey-image.sh` unpacks it or `VALKEY_SERVER` says).
     #[error("no {server} binary for CLUSTER_BACKEND=native: {how}")]

@@ -230,9 +230,7 @@ impl TestCluster {
 /// `cargo test` so, to show that the tests it runs need none.
 pub(crate) fn forbidden_here() -> Result<(), TestkitError> {
     if std::env::var_os("TESTKIT_NO_CLUSTER").is_some_and(|v| v == "1") {
-        return Err(TestkitError::Unsupported(
-            "starting a cluster (TESTKIT_NO_CLUSTER=1: this test must name the cluster-tests feature)",
-        ));
+        return Err(TestkitError::NoClusterHere);
     }
     Ok(())
 }
