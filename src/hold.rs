@@ -63,13 +63,9 @@ impl Hold {
         mode: Mode,
         gather: Option<Arc<crate::cluster::lane::Gather>>,
     ) -> Result<Option<Hold>> {
-        let granted = match gather {
-            Some(gather) => {
-                let lock = raw.gathered(gather);
-                acquire::try_once(&lock, owner.clone(), Ask::Hold(mode)).await?
-            }
-            None => acquire::try_once(raw, owner.clone(), Ask::Hold(mode)).await?,
-        };
+        let gathered = gather.map(|gather| raw.gathered(gather));
+        let lock = gathered.as_ref().unwrap_or(raw);
+        let granted = acquire::try_once(lock, owner.clone(), Ask::Hold(mode)).await?;
         Ok(granted.map(|g| Hold::new(raw.clone(), owner, g)))
     }
 

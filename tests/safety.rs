@@ -259,9 +259,30 @@ async fn a_release_sent_again_after_handing_the_lock_on_says_released() {
         assert!(Instant::now() < until, "the writer never queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     // the master runs the release (and the hand-off) and its reply is lost: the sending
     // after the timeout finds the hold gone and the fence moved, by this very release
+    let r = release_with_replies_lost(&cluster, &lock, g).await;
+    eprintln!("resenthandoff: release {r:?}");
+    assert!(
+        r.is_ok(),
+        "a release that handed the lock on is not a lost hold: {r:?}"
+    );
+    let next = waiter.await.unwrap().expect("the queued writer is granted");
+    assert!(next.fence() > fence);
+    next.release().await.unwrap();
+    assert_no_keys(&cluster, &p).await;
+}
+
+/// Releases `g`, a hold of `lock`, while the replies of the lock's master are dropped
+/// (the release runs there, its answer is lost) for 1.5 s: what the release returned,
+/// once no rule of this cluster's master is left (another test of this process may
+/// drop its own meanwhile).
+async fn release_with_replies_lost(
+    cluster: &TestCluster,
+    lock: &cluster_rwlock::RwLock,
+    g: cluster_rwlock::WriteGuard,
+) -> cluster_rwlock::Result<()> {
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     cluster
         .drop_replies(master.index)
         .await
@@ -271,8 +292,6 @@ async fn a_release_sent_again_after_handing_the_lock_on_says_released() {
         cluster.restore_replies(master.index).await.unwrap();
     };
     let (r, ()) = tokio::join!(g.release(), restore);
-    eprintln!("resenthandoff: release {r:?}");
-    // (this cluster's master: another test of this process may cut its own meanwhile)
     let port = format!("-{}", master.port);
     let rules = cluster.replication_rules().await.unwrap();
     let ours = |r: &String| {
@@ -280,14 +299,7 @@ async fn a_release_sent_again_after_handing_the_lock_on_says_released() {
             .any(|word| word.ends_with(&port))
     };
     assert!(!rules.iter().any(ours), "{rules:?}");
-    assert!(
-        r.is_ok(),
-        "a release that handed the lock on is not a lost hold: {r:?}"
-    );
-    let next = waiter.await.unwrap().expect("the queued writer is granted");
-    assert!(next.fence() > fence);
-    next.release().await.unwrap();
-    assert_no_keys(&cluster, &p).await;
+    r
 }
 
 /// How far the node's wall clock (`TIME`) is from this machine's, in milliseconds.
@@ -316,28 +328,11 @@ async fn a_release_sent_again_after_its_reply_was_lost_says_released() {
     .await;
     let lock = client.rwlock("r").unwrap();
     let g = lock.write().await.unwrap();
-    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
     // the master runs the release, and its reply is lost: the client times out and
     // sends it again on a new connection once replies flow again
-    cluster
-        .drop_replies(master.index)
-        .await
-        .expect("drop_replies (needs iptables and root)");
-    let restore = async {
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        cluster.restore_replies(master.index).await.unwrap();
-    };
     let began = Instant::now();
-    let (r, ()) = tokio::join!(g.release(), restore);
+    let r = release_with_replies_lost(&cluster, &lock, g).await;
     eprintln!("resent: release {r:?} after {:?}", began.elapsed());
-    // (this cluster's master: another test of this process may cut its own meanwhile)
-    let port = format!("-{}", master.port);
-    let rules = cluster.replication_rules().await.unwrap();
-    let ours = |r: &String| {
-        r.split(|c: char| c.is_whitespace() || c == '"')
-            .any(|word| word.ends_with(&port))
-    };
-    assert!(!rules.iter().any(ours), "{rules:?}");
     assert!(r.is_ok(), "{r:?}");
     // free now: granted at once, but for the replica, whose stream the cut held up too
     // and which may confirm a grant late for a while (NotReplicated, undone: try again)

@@ -424,12 +424,13 @@ async fn attempt<L: Seam>(
             // it runs before that attempt (in the background, the next attempt could
             // find the upgradable hold gone and the undo a write hold it does not know);
             // other undos run in the background, and the next attempt takes a new id
+            let from = ask.upgrade_from();
             let undone = GiveBack::Attempt {
                 id,
                 write: ask.writes(),
-                from: ask.upgrade_from(),
+                from,
             };
-            if ask.upgrade_from().is_some() {
+            if from.is_some() {
                 lock.give_back(owner, undone).await?;
             } else {
                 lock.give_back_later(owner.clone(), undone);

@@ -261,22 +261,23 @@ impl Gather {
         calls: Vec<Vec<Value>>,
     ) -> Batch {
         let count = calls.len();
-        let (job, reply) = Job::new(asking, confirm, calls);
-        {
+        let gathered = {
             let mut pending = crate::sync::lock(&self.pending);
             match pending.as_mut() {
                 Some(jobs) => {
+                    let (job, reply) = Job::new(asking, confirm, calls);
                     jobs.push((lane.clone(), job));
                     self.gathered.fetch_add(1, Ordering::AcqRel);
+                    Ok(reply)
                 }
-                None => {
-                    if lane.jobs.send(vec![job]).is_err() {
-                        return failed(count, closed());
-                    }
-                }
+                None => Err(calls),
             }
+        };
+        match gathered {
+            Ok(reply) => answer(reply, count).await,
+            // flushed already: straight to the lane, as any call
+            Err(calls) => lane.send(asking, confirm, calls).await,
         }
-        answer(reply, count).await
     }
 
     /// Sends what was gathered: each lane's calls handed to it at once (one batch per
