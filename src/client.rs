@@ -12,7 +12,7 @@ use crate::error::{ClientResult, Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
 use crate::lock::RwLock;
-use crate::scripts::{Counters, Scripts};
+use crate::scripts::{Counters, Scripts, Setup};
 use crate::shared::Shared;
 
 /// A connection to Redis (a cluster or one node) that hands out locks.
@@ -57,12 +57,14 @@ impl std::fmt::Debug for LockClient {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ClientStats {
-    /// Acquire attempts (acquire script executions).
+    /// Acquire attempts (calls of the acquire function).
     pub attempts: u64,
-    /// Commands sent for locking (scripts, reloads, WAITs); a renewal pipeline counts once.
+    /// Commands sent for locking (function calls, reloads, WAITs); a renewal pipeline
+    /// counts once.
     pub round_trips: u64,
-    /// Scripts loaded again after NOSCRIPT (e.g. on a promoted replica).
-    pub script_reloads: u64,
+    /// Times the function library was loaded again on a master that lacked it (a node
+    /// restarted without its data, a master added by a reshard, `FUNCTION DELETE`).
+    pub library_reloads: u64,
     /// Renewal rounds run.
     pub renewal_rounds: u64,
     /// Lock renewals sent (one per lock per round, whatever the number of holds).
@@ -92,6 +94,29 @@ pub struct ForceReleased {
     /// The fence the break raised: every later grant's fence is above it (when nothing
     /// was removed, the last fence; `None` when the lock remembers none).
     pub fence: Option<u64>,
+}
+
+/// Makes sure every master serves the lock's function library (see
+/// [`Library::ensure`](crate::scripts::Library)), each within `within`: what each had.
+async fn load_library(
+    cluster: &Cluster,
+    scripts: &Scripts,
+    within: Duration,
+) -> Result<Vec<(Arc<crate::cluster::node::Node>, Setup)>> {
+    let mut found = Vec::new();
+    for node in cluster.router.routes().nodes() {
+        node.connected(within).await;
+        let setup = tokio::time::timeout(within, scripts.load_all(node.client(0), &node.addr))
+            .await
+            .map_err(|_| {
+                Error::Unavailable(format!(
+                    "{} did not answer about the lock's function library in time",
+                    node.addr
+                ))
+            })??;
+        found.push((node.clone(), setup));
+    }
+    Ok(found)
 }
 
 /// Warns (with the `tracing` feature) when the master at `addr` may evict keys: a
@@ -125,8 +150,38 @@ fn evicting_policy(info: &str) -> Option<String> {
 }
 
 impl LockClient {
-    /// Connects, loads the lock scripts on every master, and (unless notifications are
-    /// off) opens the subscriber connection used to wake waiters.
+    /// Loads (or upgrades) the lock's function library on every master and returns what
+    /// each had: the step an operator runs once where the clients' ACL user may not run
+    /// `FUNCTION LOAD` (the CLI's `cluster-rwlock setup`). A promoted replica has the
+    /// library already (it is replicated); a master added later, or restarted empty,
+    /// needs it again.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> cluster_rwlock::Result<()> {
+    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
+    /// for (master, found) in cluster_rwlock::LockClient::setup(&config).await? {
+    ///     println!("{master}: {found}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn setup(config: &LockConfig) -> Result<Vec<(String, Setup)>> {
+        let config = LockConfig {
+            notifications: false,
+            ..config.clone()
+        };
+        let cluster = Cluster::connect(&config).await?;
+        let found = load_library(&cluster, &Scripts::new(), config.command_timeout).await;
+        cluster.close();
+        Ok(found?
+            .into_iter()
+            .map(|(node, setup)| (node.addr.clone(), setup))
+            .collect())
+    }
+
+    /// Connects, makes sure every master serves the lock's function library (loads it
+    /// where it is missing or older, when this user may: [`Error::NotSetUp`] otherwise),
+    /// and (unless notifications are off) opens the subscriber connection used to wake
+    /// waiters.
     ///
     /// Must be called inside a tokio runtime; background work (renewals, releases of
     /// dropped guards) runs on that runtime.
@@ -155,21 +210,9 @@ impl LockClient {
     }
 
     async fn with_cluster(config: LockConfig, cluster: Arc<Cluster>) -> Result<LockClient> {
-        // release messages: sharded pub/sub on Redis 7+ clusters, plain pub/sub otherwise
-        let scripts = Scripts::new(if cluster.sharded {
-            "spublish"
-        } else {
-            "publish"
-        });
-        for node in cluster.router.routes().nodes() {
-            node.connected(config.command_timeout).await;
-            let client = node.client(0);
-            tokio::time::timeout(config.command_timeout, scripts.load_all(client))
-                .await
-                .map_err(|_| {
-                    Error::Unavailable(format!("{} did not load the scripts in time", node.addr))
-                })??;
-            warn_if_evicting(&node.addr, client, config.command_timeout).await;
+        let scripts = Scripts::new();
+        for (node, _) in load_library(&cluster, &scripts, config.command_timeout).await? {
+            warn_if_evicting(&node.addr, node.client(0), config.command_timeout).await;
         }
         // as a cluster client when the node said it is one (`config.topology` is settled
         // now), with the TLS built at connect (the system's roots are read once)
@@ -336,7 +379,7 @@ impl LockClient {
         ClientStats {
             attempts: c.attempts.load(Ordering::Relaxed),
             round_trips: c.round_trips.load(Ordering::Relaxed),
-            script_reloads: c.reloads.load(Ordering::Relaxed),
+            library_reloads: c.reloads.load(Ordering::Relaxed),
             renewal_rounds: self.inner.keeper.rounds.load(Ordering::Relaxed),
             renewals: self.inner.keeper.renewals.load(Ordering::Relaxed),
             confirmations: self.inner.cluster.router.connector().waits(),

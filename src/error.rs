@@ -91,6 +91,31 @@ pub enum Error {
         /// The offending field.
         field: String,
     },
+    /// The lock's hash was written by a client of another layout version (this one reads
+    /// and writes layout 4: `docs/PROTOCOL.md`). Nothing was changed: the two cannot share
+    /// a lock; stop the other clients, or let the hash expire.
+    #[error("the lock hash {key} is of layout {found}; this client reads and writes layout 4 only, and left it untouched")]
+    OtherLayout {
+        /// The key.
+        key: String,
+        /// The layout version found in its summary.
+        found: String,
+    },
+    /// The lock's function library is not loaded on a master (or an older revision is),
+    /// and this client's user may not load it (`FUNCTION LOAD`): an operator runs
+    /// `cluster-rwlock setup --url <url>` once as a user that may (the library then
+    /// reaches the replicas by replication).
+    #[error("the lock's function library {library} is not loaded on {node} and this user may not load it: run `cluster-rwlock setup --url <url>` as a user allowed FUNCTION LOAD")]
+    NotSetUp {
+        /// The master.
+        node: String,
+        /// The library's name.
+        library: String,
+    },
+    /// The server lacks what the lock needs (Redis Functions and sharded pub/sub: Redis
+    /// 7.0 or later, Valkey 7.2 or later).
+    #[error("the server is not supported: {0}")]
+    Unsupported(String),
     /// The server sent a reply this library cannot read.
     #[error("unexpected reply from the server: {0}")]
     Protocol(String),
@@ -431,7 +456,8 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_permission_denied(&self) -> bool {
-        self.server().is_some_and(ServerError::is_permission)
+        matches!(self, Error::NotSetUp { .. })
+            || self.server().is_some_and(ServerError::is_permission)
     }
 
     /// Whether the server could not be reached or did not answer in time

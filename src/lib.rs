@@ -234,7 +234,7 @@
 //! | `cluster_rwlock_handoffs_total` | counter | - (a release handed the lock to a waiting writer or upgrader) |
 //! | `cluster_rwlock_lost_total` | counter | - (holds whose lease was lost) |
 //! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
-//! | `cluster_rwlock_script_reloads_total` | counter | - |
+//! | `cluster_rwlock_library_reloads_total` | counter | - |
 //! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
 //! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
 //! | `cluster_rwlock_forced_releases_total` | counter | - (locks broken by [`LockClient::force_release`]) |
@@ -342,6 +342,7 @@ pub use lock::{
 pub use lock::{Holder, LockState, RwLock};
 pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
+pub use scripts::Setup;
 pub use multi::{MultiGuard, MultiLock};
 
 #[cfg(test)]

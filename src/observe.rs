@@ -134,12 +134,12 @@ pub(crate) fn renewal_round(locks: usize, failed: usize, took: Duration) {
     metrics::counter!("cluster_rwlock_renewals_total").increment((locks - failed) as u64);
 }
 
-/// A script was loaded again after NOSCRIPT (e.g. on a promoted replica).
-pub(crate) fn script_reloaded() {
+/// The function library was loaded again on a master that lacked it.
+pub(crate) fn library_reloaded() {
     #[cfg(feature = "tracing")]
-    tracing::debug!("script loaded again after NOSCRIPT");
+    tracing::debug!("function library loaded again where it was missing");
     #[cfg(feature = "metrics")]
-    metrics::counter!("cluster_rwlock_script_reloads_total").increment(1);
+    metrics::counter!("cluster_rwlock_library_reloads_total").increment(1);
 }
 
 /// A write to `key` was acknowledged by `acked` replicas of the `wanted`: a grant is

@@ -135,14 +135,12 @@ async fn a_hold_whose_lease_ran_out_by_the_servers_clock_writes_nothing() {
     let w = lock.write().await.unwrap();
     // the holder's deadline on the server set in the past, as a holder frozen past its
     // lease would find it (its entry is still there: nothing has pruned it yet)
-    let field = format!("o:{}", w.owner());
-    let entry: String = client.redis().hget(lock.key(), &field).await.unwrap();
-    let (hold, _deadline) = entry.rsplit_once(':').unwrap();
-    let _: () = client
-        .redis()
-        .hset(lock.key(), (field.as_str(), format!("{hold}:1")))
+    let entry = common::entry_of(client.redis(), lock.key(), w.owner())
         .await
-        .unwrap();
+        .expect("the hold's entry");
+    let parts: Vec<&str> = entry.split(':').collect();
+    let past = format!("{}:{}:1:{}", parts[0], parts[1], parts[3]);
+    common::set_entry_of(client.redis(), lock.key(), w.owner(), &past).await;
     let e = w.guarded().set(&status, "late").run().await.unwrap_err();
     assert!(matches!(e, Error::LockLost), "{e}");
     assert_eq!(value(&client, &status).await, None);

@@ -52,21 +52,39 @@ async fn a_hash_with_garbage_is_refused_and_kept() {
     let redis = client.redis().clone();
     // a summary whose earliest deadline has passed: every entry is read (and checked)
     // before anything is written
-    const S: &str = "3 5 1 1 99999999999999 0 0 -";
+    const S: &str = "4 5 1 1 99999999999999 0 0 - 99999999999999";
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("no-summary", vec![("hello", "world")]),
-        ("other-layout", vec![("s", "9 5 0 - 0 0 0 -")]),
-        ("fence-with-a-dash", vec![("s", "3 1-2 0 - 0 0 0 -")]),
-        ("deadline-with-a-dash", vec![("s", "3 5 0 3-4 0 0 0 -")]),
-        ("bad-deadline", vec![("s", S), ("o:someone", "r1:2:soon")]),
+        ("no-version", vec![("s", "x 5 0 - 0 0 0 - 5")]),
+        ("fence-with-a-dash", vec![("s", "4 1-2 0 - 0 0 0 - 5")]),
+        ("deadline-with-a-dash", vec![("s", "4 5 0 3-4 0 0 0 - 5")]),
+        ("no-expiry", vec![("s", "4 5 0 - 0 0 0 -")]),
+        (
+            "lone-hold-garbage",
+            vec![("s", "4 5 1 1 99999999999999 0 0 - 5 r1:2 someone")],
+        ),
+        (
+            "lone-hold-and-fields",
+            vec![
+                (
+                    "s",
+                    "4 5 1 1 99999999999999 0 0 - 5 w1:5:99999999999999:30000 someone",
+                ),
+                ("w", "someone"),
+            ],
+        ),
+        (
+            "bad-deadline",
+            vec![("s", S), ("o:someone", "r1:2:soon:30000")],
+        ),
         (
             "bad-hold",
-            vec![("s", S), ("o:someone", "x1:2:99999999999999")],
+            vec![("s", S), ("o:someone", "x1:2:99999999999999:30000")],
         ),
         ("no-holds", vec![("s", S), ("o:someone", " ")]),
         (
-            "old-layout-hold",
-            vec![("s", S), ("o:someone", "99999999999999 r1:2")],
+            "layout-3-hold",
+            vec![("s", S), ("o:someone", "r1:2:99999999999999")],
         ),
         ("bad-queue", vec![("s", S), ("q:someone", "first")]),
     ];
@@ -89,13 +107,112 @@ async fn a_hash_with_garbage_is_refused_and_kept() {
     assert_no_keys(cluster, &p).await;
 }
 
+/// A hash written by a client of another layout (3, the one before; 9, a later one) is
+/// refused with an error that names its layout, and left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hash_of_another_layout_is_refused_with_its_version() {
+    let cluster = cluster().await;
+    let p = prefix("layout");
+    let client = client(cluster, &p).await;
+    let redis = client.redis().clone();
+    for (name, summary, version) in [
+        ("v3", "3 5 1 99999999999999 99999999999999 0 0 -", "3"),
+        ("v9", "9 5 0 - 0 0 0 - 5 and more", "9"),
+    ] {
+        let lock = client.rwlock(name).unwrap();
+        let _: () = redis.hset(lock.key(), ("s", summary)).await.unwrap();
+        for e in [lock.write().await.unwrap_err(), lock.try_read().await.unwrap_err()] {
+            match &e {
+                Error::OtherLayout { key, found } => {
+                    assert_eq!((key.as_str(), found.as_str()), (lock.key(), version));
+                    assert!(e.to_string().contains(&format!("is of layout {version}")), "{e}");
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let kept: Option<String> = redis.hget(lock.key(), "s").await.unwrap();
+        assert_eq!(kept.as_deref(), Some(summary), "{name}: untouched");
+        let _: i64 = redis.del(lock.key()).await.unwrap();
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
+/// Deletes the lock's function library on every master (a master restarted empty, as
+/// far as the library goes).
+async fn delete_library(cluster: &cluster_rwlock_testkit::TestCluster) {
+    // (an error: it was not there)
+    let _ = cluster
+        .command_on_masters("FUNCTION", &["DELETE", "cluster_rwlock_4"])
+        .await
+        .unwrap();
+}
+
+/// A master without the lock's function library: a live client's next call loads it
+/// again and goes on; a least-privilege user (it may call the functions, not load them)
+/// is told at connect to run `cluster-rwlock setup`; after the setup it connects and locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_without_the_library_gets_it_again_or_the_user_is_told_to_set_it_up() {
+    let cluster = cluster().await;
+    let p = prefix("setup");
+    let app = format!("app{}", &p[p.len() - 8..]);
+    let mut args: Vec<String> = vec!["SETUSER".into(), app.clone(), "on".into(), ">app-pw".into()];
+    args.extend(app_acl_rule(&p));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cluster.command_on_all("ACL", &args).await.unwrap();
+    let port = cluster.nodes()[0].port;
+    let app_config = LockConfig::from_url(&format!("redis://{app}:app-pw@127.0.0.1:{port}"))
+        .unwrap()
+        .prefix(&p);
+
+    // a live client (a user that may load it): its calls go on
+    let client = client(cluster, &p).await;
+    let lock = client.rwlock("job").unwrap();
+    lock.write().await.unwrap().release().await.unwrap();
+    delete_library(cluster).await;
+    lock.write().await.unwrap().release().await.unwrap();
+    assert!(client.stats().library_reloads >= 1, "{:?}", client.stats());
+
+    // the least-privilege user, on masters without the library (another test of this
+    // file may load it again meanwhile: then the library is deleted again)
+    let mut told = None;
+    for _ in 0..5 {
+        delete_library(cluster).await;
+        match LockClient::connect(app_config.clone()).await {
+            Err(e @ Error::NotSetUp { .. }) => {
+                told = Some(e);
+                break;
+            }
+            Ok(c) => {
+                c.close().await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let told = told.expect("the user is told to run the setup");
+    assert!(told.is_permission_denied());
+    assert!(told.to_string().contains("cluster-rwlock setup"), "{told}");
+
+    // the operator's setup: every master has it; the user connects and locks
+    let found = LockClient::setup(&common::config(cluster)).await.unwrap();
+    assert_eq!(found.len(), 3, "{found:?}");
+    let again = LockClient::setup(&common::config(cluster)).await.unwrap();
+    assert!(
+        again.iter().all(|(_, s)| matches!(s, cluster_rwlock::Setup::Current { .. })),
+        "{again:?}"
+    );
+    let user = LockClient::connect(app_config).await.expect("after the setup");
+    user.rwlock("job").unwrap().write().await.unwrap().release().await.unwrap();
+    cluster.command_on_all("ACL", &["DELUSER", &app]).await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_name_that_is_not_utf8_still_holds() {
     let cluster = cluster().await;
     let p = prefix("utf8");
     let client = client(cluster, &p).await;
     let lock = client.rwlock("bytes").unwrap();
-    // a well-formed write hold (layout 3: summary and entry) of an owner whose name is not
+    // a well-formed write hold (layout 4: summary and entry) of an owner whose name is not
     // UTF-8, far in the future
     let owner = vec![0xff, 0xfe, 0x80];
     let mut field = b"o:".to_vec();
@@ -103,10 +220,10 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
     let fields: Vec<(Value, Value)> = vec![
         (
             "s".into(),
-            "3 5 1 99999999999999 99999999999999 0 0 -".into(),
+            "4 5 1 99999999999999 99999999999999 0 0 - 99999999999999".into(),
         ),
         ("w".into(), Value::Bytes(owner.into())),
-        (Value::Bytes(field.into()), "w1:5:99999999999999".into()),
+        (Value::Bytes(field.into()), "w1:5:99999999999999:30000".into()),
     ];
     let _: () = client.redis().hset(lock.key(), fields).await.unwrap();
     // never granted against it, and the state is a typed error, not a panic

@@ -364,7 +364,6 @@ async fn a_cancelled_upgrade_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_that_drops_a_sibling_hold_still_extends_its_own() {
-    use fred::prelude::HashesInterface;
     let cluster = cluster().await;
     let p = prefix("prunerenew");
     let dead = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(1))).await;
@@ -395,11 +394,11 @@ async fn a_renewal_that_drops_a_sibling_hold_still_extends_its_own() {
     let mut least = i64::MAX;
     while began.elapsed() < Duration::from_secs(7) {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let entry: Option<String> = alive.redis().hget(job.key(), "o:job-r").await.unwrap();
+        let entry = common::entry_of(alive.redis(), job.key(), "job-r").await;
         let entry = entry.expect("the live hold's entry");
         let latest = entry
             .split_whitespace()
-            .filter_map(|h| h.rsplit(':').next()?.parse::<i64>().ok())
+            .filter_map(common::deadline_of)
             .max()
             .expect("a deadline");
         if began.elapsed() > Duration::from_millis(1_500) {

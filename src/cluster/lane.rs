@@ -394,7 +394,7 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
                 queue(&pipeline, command("ASKING"), Vec::new()).await;
                 queued += 1;
             }
-            queue(&pipeline, command("EVALSHA"), call).await;
+            queue(&pipeline, command("FCALL"), call).await;
             indexes.push(queued);
             queued += 1;
         }

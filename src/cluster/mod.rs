@@ -54,8 +54,6 @@ const FOLLOW_WAIT: Duration = Duration::from_millis(500);
 pub(crate) struct Cluster {
     pub router: Arc<Router>,
     pub notifier: Option<Arc<Notifier>>,
-    /// Redis 7+ (sharded pub/sub, `SPUBLISH`).
-    pub sharded: bool,
     closed: AtomicBool,
 }
 
@@ -153,6 +151,11 @@ impl Cluster {
             .find_map(|l| l.strip_prefix("redis_version:"))
             .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok())
             .unwrap_or(0);
+        if major > 0 && major < 7 {
+            return Err(Error::Unsupported(format!(
+                "{seed} runs Redis {major}: the lock is a Redis Functions library and wakes waiters by sharded pub/sub, which need Redis 7.0 or later"
+            )));
+        }
         let clustered = match config.topology {
             Topology::Cluster => true,
             Topology::Single => false,
@@ -198,7 +201,6 @@ impl Cluster {
         Ok(Cluster {
             router,
             notifier,
-            sharded: major >= 7,
             closed: AtomicBool::new(false),
         })
     }

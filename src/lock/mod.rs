@@ -105,6 +105,11 @@ pub struct Holder {
     /// behind). A lease left that keeps falling while this grows is a holder that no
     /// longer renews (frozen, or cut off): it loses the lock when the lease runs out.
     pub held_for: Duration,
+    /// Since the last grant or renewal of its latest-running hold, by the server's clock:
+    /// a live holder renews every third of its lease (see [`overdue`](Self::overdue)).
+    pub renewed_ago: Duration,
+    /// That hold's lease, as its last grant or renewal gave it.
+    pub lease: Duration,
 }
 
 impl Holder {
@@ -122,6 +127,21 @@ impl Holder {
     /// ```
     pub fn client_name(&self) -> Option<&str> {
         client_name_of(&self.owner)
+    }
+
+    /// The holder has not renewed for more than half its lease, where a live one renews
+    /// every third: it is most likely frozen or cut off, and loses the lock when the
+    /// lease runs out (unless it renews first).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// for h in lock.state().await?.holders.iter().filter(|h| h.overdue()) {
+    ///     eprintln!("{} last renewed {:?} ago", h.owner, h.renewed_ago);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn overdue(&self) -> bool {
+        self.renewed_ago > self.lease / 2
     }
 }
 
@@ -743,6 +763,8 @@ impl RwLock {
                 upgradable_holds: h.upgradable,
                 lease_left: Duration::from_millis(h.lease_left_ms),
                 held_for: Duration::from_millis(h.held_ms),
+                renewed_ago: Duration::from_millis(h.renewed_ago_ms),
+                lease: Duration::from_millis(h.lease_ms),
                 owner: h.owner,
             })
             .collect();

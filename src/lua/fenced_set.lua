@@ -10,12 +10,14 @@
 --   {1, fence}       written (the fence is the writer's; an equal fence may write again)
 --   {0, fence}       refused: a higher fence wrote last (its fence)
 --   {-3, type}       the key holds another type (nothing is touched)
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'hash' then return {-3, t} end
-local fence = ARGV[1]
-local last = redis.call('HGET', KEYS[1], 'fence')
--- compared as digits, not numbers: exact at any size
-local function below(a, b) return #a < #b or (#a == #b and a < b) end
-if last and below(fence, last) then return {0, last} end
-redis.call('HSET', KEYS[1], 'fence', fence, 'value', ARGV[2])
-return {1, fence}
+local function fenced_set(KEYS, ARGV)
+  local t = redis.call('TYPE', KEYS[1])['ok']
+  if t ~= 'none' and t ~= 'hash' then return {-3, t} end
+  local fence = ARGV[1]
+  local last = redis.call('HGET', KEYS[1], 'fence')
+  -- compared as digits, not numbers: exact at any size
+  local function below(a, b) return #a < #b or (#a == #b and a < b) end
+  if last and below(fence, last) then return {0, last} end
+  redis.call('HSET', KEYS[1], 'fence', fence, 'value', ARGV[2])
+  return {1, fence}
+end

@@ -1,44 +1,48 @@
--- layout.lua: the vocabulary of the hash layout, the first part of every lock script
--- after the two lines the client adds (PUBLISH and OWNER_ARG), before the fast paths and
--- lib.lua, which use it: the layout version, the reply codes, and the patterns of the
--- summary and of a hold, each defined once here (see the `scripts` module docs for the
--- layout). Only constants: the fast paths run next, and every statement run before them
--- costs each call, since every EVALSHA runs its whole text again (benches/script_cost.py
--- measures it: defining the encoders here, or calling them from the fast paths, costs
--- more server instructions per uncontended cycle). The functions that write these
--- encodings are lib.lua's; the fast paths write the same bytes out, and a test on a
--- live server (scripts/live_tests.rs) proves both paths leave the same hash.
+-- layout.lua: the vocabulary of the hash layout, the first part of the function library
+-- after its first lines (the library's name, the prefix of its function names, and
+-- whether the fast paths are used: see the `scripts` module): the layout version, the
+-- reply codes, and the patterns of the summary and of a hold, each defined once here
+-- (docs/PROTOCOL.md describes the layout). Loaded once per server with FUNCTION LOAD:
+-- nothing here runs again per call.
 
--- The version of the hash layout this code reads and writes; a hash of another layout is
--- never taken for this one.
-local LAYOUT = '3'
+-- The version of the hash layout this library reads and writes; a hash of another layout
+-- is never taken for this one (its functions are named after it: rwlock4_*).
+local LAYOUT = '4'
+-- The revision of this library's code within the layout: a client loads its library
+-- where the server has none or an older revision (FUNCTION LOAD REPLACE), and leaves a
+-- newer one in place. Revisions of one layout read and write the same hashes.
+local REVISION = 1
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by
 -- less than this) or after a failover or a slot move.
 local FENCE_MEMORY = 60000
+-- Release messages go out on the lock's sharded channel (Redis 7+, as functions are).
+local PUBLISH = 'spublish'
 
--- The first element of every reply, whatever the script: 1 done (granted, released,
+-- The first element of every reply, whatever the function: 1 done (granted, released,
 -- renewed, read), 0 not now (busy: the caller may wait), 2 gone (the hold the call
 -- starts from is not there), -1 upgrade deadlock, -3 the key holds another type, -4 the
--- hash is of another layout or has a malformed field. Each script's header lists the
--- codes it returns.
+-- hash has a malformed field, -7 the hash is of another layout (its version follows).
+-- Each function's header lists the codes it returns.
 
--- The summary field 's': '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw>', '-' for
--- none: the last fence, owners that hold, bounds of the earliest and latest deadline,
--- the writer queue's head and next ticket, until when readers wait. SUMMARY parses any;
--- the fast paths match only the shapes they handle, in one step (fewer captures):
--- TOMBSTONE, nobody holds (0), no deadline, no reader waits: fence, qh, qt;
--- ONE_OWNER, one owner holds (1), no reader waits: fence, dl, qh, qt.
-local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+)$'
--- Both begin with LAYOUT written out: a pattern built with '..' would be built anew by
--- every call (a unit test checks that they agree with LAYOUT).
-local TOMBSTONE = '^3 (%d+) 0 %- %d+ (%d+) (%d+) %-$'
-local ONE_OWNER = '^3 (%d+) 1 (%d+) %d+ (%d+) (%d+) %-$'
+-- The summary field 's':
+--   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw> <ex>[ <hold> <owner>]'
+-- '-' for none: the last fence, owners that hold, bounds of the earliest and latest
+-- deadline, the writer queue's head and next ticket, until when readers wait, and when
+-- the key expires (ms, server time: the expiry set last, so that a grant extends it only
+-- when its deadline needs more). When one owner holds one hold and no upgrade waits, that
+-- hold and its owner end the summary instead of having fields of their own ('o:', 'w',
+-- 'u'): an uncontended grant and release each write the summary alone.
+-- SUMMARY parses any; the fast paths match only the shapes they handle, in one step:
+-- TOMBSTONE, nobody holds (0), no deadline, no reader waits: fence, qh, qt, ex;
+-- LONE, one owner holds one hold, kept in the summary, no reader waits: fence, qh, qt,
+-- ex, the hold's id, the owner.
+local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+) (%d+)(.*)$'
+local TOMBSTONE = '^4 (%d+) 0 %- %d+ (%d+) (%d+) %- (%d+)$'
+local LONE = '^4 (%d+) 1 %d+ %d+ (%d+) (%d+) %- (%d+) [rwu](%d+):%d+:%d+:%d+ (%S+)$'
 
--- A hold in an owner's entry 'o:<owner>' (holds separated by spaces):
--- '<r|w|u><id>:<fence>:<deadline-ms>'. SOLE_HOLD matches an entry of exactly one hold
--- and captures its id.
-local HOLD = '^([rwu])(%d+):(%d+):(%d+)$'
-local SOLE_HOLD = '^[rwu](%d+):%d+:%d+$'
-
+-- A hold, in an owner's entry 'o:<owner>' (holds separated by spaces) or at the end of
+-- the summary: '<r|w|u><id>:<fence>:<deadline-ms>:<lease-ms>', the lease being the one
+-- its last grant or renewal gave (so it was renewed at deadline - lease).
+local HOLD = '^([rwu])(%d+):(%d+):(%d+):(%d+)$'

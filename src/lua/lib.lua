@@ -1,22 +1,49 @@
--- lib.lua: the general part of every lock script, after head.lua (and a fast path, for
--- the scripts that have one). It parses what head.lua read (the summary fields and the
--- caller's own entries, read in ONE HMGET, never the whole hash), buffers every write,
--- and sends them in one HSET (and one HDEL) at the end; the helpers cost nothing unless
--- a script calls them.
+-- lib.lua: the general part of every lock function, defined once when the library is
+-- loaded. A function calls begin() first: it reads the lock's summary fields and the
+-- caller's own entries in ONE HMGET (never the whole hash) and parses them into the
+-- call's state below; the helpers then work from that state, buffer every write, and
+-- finish() sends them in one HSET (and one HDEL) at the end.
 --
--- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: see the `scripts` module docs)
+-- KEYS[1]  the lock hash, <prefix>:{<name>}   (layout: docs/PROTOCOL.md)
 --          (its release channel, <prefix>:{<name>}:released, is in the same slot)
 --
--- Early returns of every script:
---   {-3, type}   the key holds another type (nothing is touched; see head.lua)
---   {-4, field}  the hash is of another layout, or has a malformed field (nothing is
---                touched: every field a script reads is checked before it writes)
--- The summary 's' (see layout.lua), kept up to date by every script, and 'w', the owner
--- that holds write; 'u', '<owner>' of the upgradable hold, or '<owner> <id> <lease>'
--- while it waits to upgrade: hold <id> is to be granted write as soon as it is the only
--- owner that holds.
--- The writers of the encodings of layout.lua, the server's clock, and the hand-off
--- message:
+-- Early returns of every function (from begin(), or a helper that reads a field):
+--   {-3, type}     the key holds another type (nothing is touched)
+--   {-4, field}    the hash has a malformed field (nothing is touched: every field a
+--                  function reads is checked before it writes)
+--   {-7, version}  the hash is of another layout (nothing is touched)
+-- The summary 's' (see layout.lua), kept up to date by every function, and 'w', the
+-- owner that holds write; 'u', '<owner>' of the upgradable hold, or
+-- '<owner> <id> <lease> <from>' while it waits to upgrade: hold <id> is to be granted
+-- write, in place of upgradable hold <from>, as soon as it is the only owner that holds.
+-- A lone hold kept in the summary has no 'o:', 'w' or 'u' field (see layout.lua).
+
+-- The state of the call being run. A library's functions share one Lua state and never
+-- run at the same time (the server runs one call at a time, each to its end), so these
+-- are set afresh by begin() at the start of every call, and read by the helpers as
+-- upvalues (no table to pass around, no global).
+local key, OWNER
+-- the summary, parsed: last fence, owners that hold, earliest and latest deadline
+-- bounds, queue head and next ticket, readers wait until, the key's expiry (nil: none)
+local existed, fence, held, dl, du, qh, qt, rw, ex
+-- the owner that holds write, the upgradable holder, the write hold it waits for
+-- (pending: nil when none), its lease, and the upgradable hold it is to replace
+local writer, upgrader, pending, pending_lease, pending_from
+-- the owner whose one hold the summary carries (nil: none), and its entry's field
+local lone, lone_field
+-- the summary and the 'w' and 'u' fields as the hash holds them (nil: absent)
+local before_s, before_writer, before_u
+-- Set by a call that frees nothing itself (a refused attempt, a renewal): it then wakes
+-- no reader, unless its prune removed expired entries. A waiting reader's own refused
+-- attempt would otherwise wake it (and every other waiting reader) at once, and clear
+-- the mark that makes the holder's release wake them.
+local quiet
+-- the expired entries were looked for in this call (see prune)
+local pruned
+-- fields read so far (false: absent), and the writes not sent yet (false: delete)
+local cache, W
+-- the server's time, read once per call: ms and µs
+local now, now_us
 
 -- Integers as digits: exact below 2^53, never in exponent notation ('%d' also costs far
 -- less than a float's '%.0f').
@@ -39,61 +66,121 @@ end
 
 -- The summary, of numbers or nil ('-').
 local function opt(n) if n == nil then return '-' end return fmt(n) end
-local function format_summary(fence, held, dl, du, qh, qt, rw)
-  return LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
-    .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw)
+-- `lone_hold` and `lone_owner`: the one hold kept in the summary, or nil.
+local function format_summary(fence, held, dl, du, qh, qt, rw, ex, lone_hold, lone_owner)
+  local s = LAYOUT .. ' ' .. opt(fence) .. ' ' .. fmt(held) .. ' ' .. opt(dl) .. ' ' .. fmt(du)
+    .. ' ' .. fmt(qh) .. ' ' .. fmt(qt) .. ' ' .. opt(rw) .. ' ' .. fmt(ex)
+  if lone_hold == nil then return s end
+  return s .. ' ' .. lone_hold .. ' ' .. lone_owner
 end
 
--- A hold: mode, id (as the client sent it), fence (digits), deadline (ms).
-local function format_hold(m, id, fence, deadline) return m .. id .. ':' .. fence .. ':' .. fmt(deadline) end
+-- A hold: mode, id (as the client sent it), fence (digits), deadline (ms), lease (ms).
+local function format_hold(m, id, fence, deadline, lease)
+  return m .. id .. ':' .. fence .. ':' .. fmt(deadline) .. ':' .. fmt(lease)
+end
+
+-- The expiry the key needs for a latest deadline `latest` (ms): FENCE_MEMORY past it,
+-- and past now. Returns the expiry to set, or nil when `current` (the summary's) is
+-- enough. A new expiry goes FENCE_MEMORY further still, so that the grants of the next
+-- FENCE_MEMORY need none of their own (one PEXPIREAT a minute, not one per grant); the
+-- tombstone then lives up to twice FENCE_MEMORY, which costs nothing but its bytes.
+local function expiry_for(latest, now, current)
+  local need = math.max(latest, now) + FENCE_MEMORY
+  if current ~= nil and current >= need then return nil end
+  return need + FENCE_MEMORY
+end
 
 -- The release message that hands the lock to the writer or upgrader `o`, as its hold
--- `id` with `fence` (see the `scripts` module docs).
+-- `id` with `fence` (see docs/PROTOCOL.md).
 local function handoff_message(o, id, fence) return 'g ' .. o .. ' ' .. id .. ' ' .. fence end
 
-local existed = S[1] ~= false
-local fence, held, dl, du, qh, qt, rw = nil, 0, nil, 0, 0, 0, nil
-if not existed then
-  -- no summary: a fresh lock, unless the hash exists (another layout, or not ours)
-  if S[2] or S[3] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
-else
-  local lv, f, n, a, b, h, q, r = string.match(S[1], SUMMARY)
-  if lv ~= LAYOUT then return {-4, 's'} end
-  -- the optional numbers: digits, or '-' for none
-  for _, v in ipairs({f, a, r}) do
-    if v ~= '-' and not string.find(v, '^%d+$') then return {-4, 's'} end
+-- Starts a call on lock KEYS[1] for the caller whose owner token is ARGV[owner_arg] (0:
+-- none): resets the call's state, reads the summary, 'w', 'u' and the caller's own
+-- entries in ONE HMGET, and parses them. Returns nil, or the reply to return at once.
+local function begin(keys, argv, owner_arg)
+  key = keys[1]
+  OWNER = nil
+  if owner_arg > 0 then OWNER = argv[owner_arg] end
+  local S
+  if OWNER then
+    S = redis.pcall('HMGET', key, 's', 'w', 'u', 'o:' .. OWNER, 'q:' .. OWNER)
+  else
+    S = redis.pcall('HMGET', key, 's', 'w', 'u')
   end
-  fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
-  qh, qt, rw = tonumber(h), tonumber(q), tonumber(r)
-end
-local writer = S[2] or nil
--- the upgradable holder, and the write hold it waits for (pending: nil when none), with
--- the upgradable hold it is to replace (pending_from)
-local upgrader, pending, pending_lease, pending_from = nil, nil, nil, nil
-if S[3] then
-  local o, id, l, from = string.match(S[3], '^(%S+) (%d+) (%d+) (%d+)$')
-  if o == nil then
-    o = string.match(S[3], '^(%S+)$')
-    if o == nil then return {-4, 'u'} end
+  if S['err'] ~= nil then
+    return {-3, redis.call('TYPE', key)['ok']}
   end
-  upgrader, pending, pending_lease, pending_from = o, id, tonumber(l), from
+  existed = S[1] ~= false
+  fence, held, dl, du, qh, qt, rw, ex = nil, 0, nil, 0, 0, 0, nil, nil
+  writer, upgrader, pending, pending_lease, pending_from = S[2] or nil, nil, nil, nil, nil
+  lone, lone_field = nil, nil
+  quiet, pruned = false, false
+  cache, W = {}, {}
+  local lone_hold = nil
+  if not existed then
+    -- no summary: a fresh lock, unless the hash exists (not ours)
+    if S[2] or S[3] or redis.call('EXISTS', key) == 1 then return {-4, 's'} end
+  else
+    local lv, f, n, a, b, h, q, r, e, rest = string.match(S[1], SUMMARY)
+    if lv ~= LAYOUT then
+      -- another layout's hash (its version leads its summary), or no summary at all
+      local v = string.match(S[1], '^(%d+) ')
+      if v ~= nil and v ~= LAYOUT then return {-7, v} end
+      return {-4, 's'}
+    end
+    -- the optional numbers: digits, or '-' for none
+    for _, v in ipairs({f, a, r}) do
+      if v ~= '-' and not string.find(v, '^%d+$') then return {-4, 's'} end
+    end
+    fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
+    qh, qt, rw, ex = tonumber(h), tonumber(q), tonumber(r), tonumber(e)
+    if rest ~= '' then
+      -- the lone hold: one owner, with no field of its own, nor 'w' or 'u'
+      local hold, o = string.match(rest, '^ (%S+) (%S+)$')
+      if hold == nil or held ~= 1 or S[2] or S[3] or not string.match(hold, HOLD) then
+        return {-4, 's'}
+      end
+      lone, lone_field, lone_hold = o, 'o:' .. o, hold
+      local m = string.sub(hold, 1, 1)
+      if m == 'w' then writer = o elseif m == 'u' then upgrader = o end
+    end
+  end
+  if S[3] then
+    local o, id, l, from = string.match(S[3], '^(%S+) (%d+) (%d+) (%d+)$')
+    if o == nil then
+      o = string.match(S[3], '^(%S+)$')
+      if o == nil then return {-4, 'u'} end
+    end
+    upgrader, pending, pending_lease, pending_from = o, id, tonumber(l), from
+  end
+  before_s, before_writer, before_u = S[1], S[2] or nil, S[3] or nil
+  if lone then cache[lone_field] = lone_hold end
+  if OWNER then
+    -- (the lone owner's HMGET slot is empty: its hold is the summary's)
+    if OWNER ~= lone then cache['o:' .. OWNER] = S[4] end
+    cache['q:' .. OWNER] = S[5]
+  end
+  now, now_us = server_time()
+  return nil
 end
-local before_s, before_writer, before_u, before_du = S[1], writer, S[3] or nil, du
 
--- Set by a call that frees nothing itself (a refused attempt, a renewal): it then wakes
--- no reader, unless its prune removed expired entries. A waiting reader's own refused
--- attempt would otherwise wake it (and every other waiting reader) at once, and clear
--- the mark that makes the holder's release wake them.
-local quiet = false
--- the expired entries were looked for in this call (see prune)
-local pruned = false
-
--- fields read so far (false: absent), and the writes not sent yet (false: delete)
-local cache, W = {}, {}
-if OWNER then
-  cache['o:' .. OWNER] = S[4]
-  cache['q:' .. OWNER] = S[5]
+-- The whole hash as HGETALL gives it, with the lone hold as the field it stands for; the
+-- entries read are remembered (get() need not read them again). O(n): prune, state and
+-- force_release only.
+local function all_fields()
+  local raw = redis.call('HGETALL', key)
+  if lone then
+    raw[#raw + 1] = lone_field
+    raw[#raw + 1] = cache[lone_field]
+  end
+  for i = 1, #raw, 2 do
+    if cache[raw[i]] == nil then cache[raw[i]] = raw[i + 1] end
+  end
+  return raw
 end
+
+-- a field's value in this call: its write not sent yet, or what the hash holds (read
+-- once; false: absent)
 local function get(f)
   local w = W[f]
   if w ~= nil then return w end
@@ -107,21 +194,18 @@ end
 local function put(f, v) W[f] = v end
 local function del(f) W[f] = false end
 
--- the server's time
-local now, now_us = server_time()
-
 -- An owner's entry 'o:<owner>' = '<hold> <hold> ...', a hold being
--- '<r|w|u><id>:<fence>:<deadline-ms>' (read, write, upgradable read). Each hold has its
--- own deadline: a grant or renewal sets the deadline of the holds it names and of no
--- other, so that holds of a process that died are not kept alive by a sibling process
--- under the same owner token. Returns {holds = {{mode, id, fence, deadline}, ...}}, or
--- nil when malformed.
+-- '<r|w|u><id>:<fence>:<deadline-ms>:<lease-ms>' (read, write, upgradable read). Each
+-- hold has its own deadline: a grant or renewal sets the deadline of the holds it names
+-- and of no other, so that holds of a process that died are not kept alive by a sibling
+-- process under the same owner token. Returns
+-- {holds = {{mode, id, fence, deadline, lease}, ...}}, or nil when malformed.
 local function parse_owner(v)
   local e = {holds = {}}
   for tok in string.gmatch(v, '%S+') do
-    local m, id, fe, d = string.match(tok, HOLD)
+    local m, id, fe, d, l = string.match(tok, HOLD)
     if m == nil then return nil end
-    e.holds[#e.holds + 1] = {m, id, fe, tonumber(d)}
+    e.holds[#e.holds + 1] = {m, id, fe, tonumber(d), tonumber(l)}
   end
   if #e.holds == 0 then return nil end
   return e
@@ -129,7 +213,7 @@ end
 
 local function format_owner(e)
   local parts = {}
-  for _, h in ipairs(e.holds) do parts[#parts + 1] = format_hold(h[1], h[2], h[3], h[4]) end
+  for _, h in ipairs(e.holds) do parts[#parts + 1] = format_hold(h[1], h[2], h[3], h[4], h[5]) end
   return table.concat(parts, ' ')
 end
 
@@ -174,7 +258,7 @@ end
 local function prune()
   if dl == nil or now < dl then return nil end
   pruned = true
-  local raw = redis.call('HGETALL', key)
+  local raw = all_fields()
   local gone = {}
   local was_upgrader = upgrader
   held, writer, upgrader, dl, du = 0, nil, nil, nil, 0
@@ -220,8 +304,13 @@ local function prune()
   -- a pending upgrade lives as long as its upgradable hold
   if upgrader == nil or upgrader ~= was_upgrader then pending, pending_lease = nil, nil end
   if #gone > 0 then
-    redis.call('HDEL', key, unpack(gone))
-    for _, f in ipairs(gone) do cache[f] = false end
+    -- (the lone hold's field is not in the hash: finish() rewrites the summary)
+    local real = {}
+    for _, f in ipairs(gone) do
+      cache[f] = false
+      if f ~= lone_field then real[#real + 1] = f end
+    end
+    if #real > 0 then redis.call('HDEL', key, unpack(real)) end
   end
   return nil
 end
@@ -260,7 +349,7 @@ end
 -- call whose reply it got), and written back, so that the call writes: a WAIT after it
 -- then covers the grant, whichever connection made it.
 local function regrant(o, e, h, lease)
-  if now + lease > h[4] then h[4] = now + lease end
+  if now + lease > h[4] then h[4], h[5] = now + lease, lease end
   put('o:' .. o, format_owner(e))
   deadline_set(h[4])
 end
@@ -272,7 +361,7 @@ local function grant(o, e, m, id, lease)
     e = {holds = {}}
     held = held + 1
   end
-  e.holds[#e.holds + 1] = {m, id, f, now + lease}
+  e.holds[#e.holds + 1] = {m, id, f, now + lease, lease}
   if m == 'w' then writer = o end
   if m == 'u' then upgrader = o end
   put('o:' .. o, format_owner(e))
@@ -309,6 +398,25 @@ local function owner_entry(o)
   local v = get('o:' .. o)
   if not v then return nil end
   return parse_owner(v) or false
+end
+
+-- The only owner that holds and its one hold, when one owner holds exactly one hold and
+-- no upgrade waits (nil otherwise): its hold is then kept in the summary. Every entry a
+-- call changes or reads is in W or the cache; with one owner holding, the one found
+-- holding there is it.
+local function sole_hold()
+  if held ~= 1 or pending ~= nil then return nil end
+  local o, v = nil, nil
+  for f, w in pairs(W) do
+    if w and string.sub(f, 1, 2) == 'o:' then o, v = string.sub(f, 3), w end
+  end
+  if o == nil then
+    for f, c in pairs(cache) do
+      if c and W[f] == nil and string.sub(f, 1, 2) == 'o:' then o, v = string.sub(f, 3), c end
+    end
+  end
+  if o == nil or string.find(v, ' ', 1, true) then return nil end
+  return o, v
 end
 
 -- Settles who may proceed now, writes the summary back, and publishes when someone
@@ -361,12 +469,33 @@ local function finish()
     end
   end
   -- nothing left (held = 0, an empty queue, no waiting reader): the hash stays as a
-  -- tombstone, the summary alone, for FENCE_MEMORY: the next fence is above its own
-  -- (a call that found no hash and left nothing writes nothing). Nothing has a deadline
-  -- then: the bounds say so, as fast_release writes them, so that the next acquire
-  -- takes the fast path and the key's TTL is FENCE_MEMORY from now.
+  -- tombstone, the summary alone, for FENCE_MEMORY or more: the next fence is above its
+  -- own (a call that found no hash and left nothing writes nothing). Nothing has a
+  -- deadline then: the bounds say so, as fast_release writes them, so that the next
+  -- acquire takes the fast path.
   if held == 0 and qh >= qt and rw == nil then dl, du = nil, 0 end
   if existed or held > 0 or qh < qt or rw ~= nil then
+    -- where the holds go: the one hold of the only owner (no upgrade waiting) in the
+    -- summary, with no field of its own, nor 'w' or 'u'; every other in its owner's field
+    local alone, alone_hold = sole_hold()
+    if lone and alone ~= lone then
+      -- the summary's hold leaves it: written to its field if its owner still holds
+      -- (nothing to delete if not: that field never was in the hash)
+      local v = W[lone_field]
+      if v == nil then v = cache[lone_field] end
+      W[lone_field] = v or nil
+    end
+    local w_field, u_field = writer, upgrader
+    if u_field ~= nil and pending ~= nil then
+      u_field = u_field .. ' ' .. pending .. ' ' .. fmt(pending_lease) .. ' ' .. pending_from
+    end
+    if alone then
+      local f = 'o:' .. alone
+      -- its field goes, unless it is known not to be in the hash (the summary's own,
+      -- or read absent)
+      if alone ~= lone and cache[f] ~= false then W[f] = false else W[f] = nil end
+      w_field, u_field = nil, nil
+    end
     local set, dels = {}, {}
     for f, v in pairs(W) do
       if v then
@@ -376,29 +505,25 @@ local function finish()
         dels[#dels + 1] = f
       end
     end
-    local summary = format_summary(fence, held, dl, du, qh, qt, rw)
+    -- the key lives FENCE_MEMORY past the latest deadline (now, when nothing is left)
+    local expiry = expiry_for(du, now, ex)
+    if expiry then ex = expiry end
+    local summary = format_summary(fence, held, dl, du, qh, qt, rw, ex, alone_hold, alone)
     if summary ~= before_s then
       set[#set + 1] = 's'
       set[#set + 1] = summary
     end
-    if writer ~= before_writer then
-      if writer == nil then dels[#dels + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = writer end
+    if w_field ~= before_writer then
+      if w_field == nil then dels[#dels + 1] = 'w' else set[#set + 1] = 'w'; set[#set + 1] = w_field end
     end
-    local u = upgrader
-    if u ~= nil and pending ~= nil then
-      u = u .. ' ' .. pending .. ' ' .. fmt(pending_lease) .. ' ' .. pending_from
-    end
-    if u ~= before_u then
-      if u == nil then dels[#dels + 1] = 'u' else set[#set + 1] = 'u'; set[#set + 1] = u end
+    if u_field ~= before_u then
+      if u_field == nil then dels[#dels + 1] = 'u' else set[#set + 1] = 'u'; set[#set + 1] = u_field end
     end
     if #dels > 0 and existed then redis.call('HDEL', key, unpack(dels)) end
     if #set > 0 then redis.call('HSET', key, unpack(set)) end
-    -- the key's TTL is FENCE_MEMORY past du (now, when nothing is left)
-    if du ~= before_du or not existed or held == 0 then
-      redis.call('PEXPIRE', key, math.max(du - now, 0) + FENCE_MEMORY)
-    end
+    if expiry then redis.call('PEXPIREAT', key, ex) end
   end
-  if msg ~= nil and PUBLISH ~= '' then
+  if msg ~= nil then
     redis.call(PUBLISH, key .. ':released', msg)
   end
 end

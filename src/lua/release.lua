@@ -14,12 +14,20 @@
 --               sending got no answer whether anything was granted, or forced, since its
 --               own grant
 --   {-3, type}, {-4, field}: see lib
-local owner = ARGV[1]
-local bad = prune()
-if bad then return {-4, bad} end
-local mine = owner_entry(owner)
-if mine == false then return {-4, 'o:' .. owner} end
-local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
-finish()
-if found then return {1} end
-return {0, opt(fence), get('x') or '-'}
+local function release(KEYS, ARGV)
+  if not GENERAL_ONLY then
+    local fast = fast_release(KEYS, ARGV)
+    if fast then return fast end
+  end
+  local early = begin(KEYS, ARGV, 1)
+  if early then return early end
+  local owner = ARGV[1]
+  local bad = prune()
+  if bad then return {-4, bad} end
+  local mine = owner_entry(owner)
+  if mine == false then return {-4, 'o:' .. owner} end
+  local found = mine ~= nil and remove_hold(owner, mine, ARGV[2])
+  finish()
+  if found then return {1} end
+  return {0, opt(fence), get('x') or '-'}
+end

@@ -10,32 +10,36 @@
 -- ARGV[2]  hold id of the acquire (of the write hold, for an upgrade)
 -- ARGV[3]  (optional) id of the upgradable hold an upgrade started from
 -- Returns {1}; {-3, type}, {-4, field}: see lib
-local owner, id, from = ARGV[1], ARGV[2], ARGV[3]
-local bad = prune()
-if bad then return {-4, bad} end
-local q = queued_entry(owner)
-if q and q.id == id then dequeue(owner, q) end
--- an upgrade that gave up: the upgradable hold stays, readers may enter again
-if upgrader == owner and pending == id then pending, pending_lease = nil, nil end
-local mine = owner_entry(owner)
-if mine == false then return {-4, 'o:' .. owner} end
-if mine ~= nil then
-  local kept = false
-  if from ~= nil then
-    for _, h in ipairs(mine.holds) do
-      if h[2] == id and h[1] == 'w' then
-        -- the upgrade was granted as it gave up: back to the upgradable hold. No other
-        -- owner holds (the write excluded them), so it is the upgrader again
-        h[1], h[2] = 'u', from
-        upgrader = owner
-        if writer == owner and not has_write(mine) then writer = nil end
-        put('o:' .. owner, format_owner(mine))
-        kept = true
-        break
+local function withdraw(KEYS, ARGV)
+  local early = begin(KEYS, ARGV, 1)
+  if early then return early end
+  local owner, id, from = ARGV[1], ARGV[2], ARGV[3]
+  local bad = prune()
+  if bad then return {-4, bad} end
+  local q = queued_entry(owner)
+  if q and q.id == id then dequeue(owner, q) end
+  -- an upgrade that gave up: the upgradable hold stays, readers may enter again
+  if upgrader == owner and pending == id then pending, pending_lease = nil, nil end
+  local mine = owner_entry(owner)
+  if mine == false then return {-4, 'o:' .. owner} end
+  if mine ~= nil then
+    local kept = false
+    if from ~= nil then
+      for _, h in ipairs(mine.holds) do
+        if h[2] == id and h[1] == 'w' then
+          -- the upgrade was granted as it gave up: back to the upgradable hold. No other
+          -- owner holds (the write excluded them), so it is the upgrader again
+          h[1], h[2] = 'u', from
+          upgrader = owner
+          if writer == owner and not has_write(mine) then writer = nil end
+          put('o:' .. owner, format_owner(mine))
+          kept = true
+          break
+        end
       end
     end
+    if not kept then remove_hold(owner, mine, id) end
   end
-  if not kept then remove_hold(owner, mine, id) end
+  finish()
+  return {1}
 end
-finish()
-return {1}

@@ -1,11 +1,11 @@
-//! The calls: one method per script, each its arguments and its typed reply.
+//! The calls: one method per function of the library, each its arguments and its typed reply.
 
 use std::sync::atomic::Ordering;
 
 use fred::prelude::*;
 
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
-use super::transport::{evalsha_call, not_replicated, Ran};
+use super::transport::{fcall_args, not_replicated, Ran};
 use super::{Attempt, Confirm, Counters, Intent, Lane, On, RawHolder, RawState, Released, Scripts};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
@@ -187,8 +187,8 @@ impl Scripts {
             return Err(Error::Protocol("state: missing lists".into()));
         };
         let mut holders = Vec::new();
-        for chunk in held.chunks(6) {
-            let [o, r, w, u, left, held_for] = chunk else {
+        for chunk in held.chunks(8) {
+            let [o, r, w, u, left, held_for, renewed, lease] = chunk else {
                 return Err(Error::Protocol("state: short holder entry".into()));
             };
             holders.push(RawHolder {
@@ -198,6 +198,8 @@ impl Scripts {
                 upgradable: count(u)?,
                 lease_left_ms: u64::try_from(int(left)?).unwrap_or(0),
                 held_ms: u64::try_from(int(held_for)?).unwrap_or(0),
+                renewed_ago_ms: u64::try_from(int(renewed)?).unwrap_or(0),
+                lease_ms: u64::try_from(int(lease)?).unwrap_or(0),
             });
         }
         let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
@@ -298,7 +300,7 @@ impl Scripts {
 
     /// Renews many locks of ONE node in one pipeline (one round trip); the result for each
     /// item is what [`renew`](Self::renew) returns (an error for an item the caller should
-    /// renew again on its own, e.g. after NOSCRIPT on a promoted replica).
+    /// renew again on its own, e.g. after a library missing on a node restarted empty).
     pub async fn renew_pipeline(
         &self,
         lane: &Lane,
@@ -317,14 +319,14 @@ impl Scripts {
                         .iter()
                         .map(|(o, ids)| Value::from(renew_arg(o, ids))),
                 );
-                evalsha_call(&self.renew, &item.key, Vec::new(), args)
+                fcall_args(&self.renew, &item.key, Vec::new(), args)
             })
             .collect();
         let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm).await;
         if let Some((wanted, acked)) = unconfirmed {
             crate::observe::not_replicated("(renewal)", wanted, acked);
         }
-        // a call that failed (its connection lost, a redirect, NOSCRIPT) is its own error,
+        // a call that failed (its connection lost, a redirect, a library missing) is its own error,
         // for the caller to send again on its own, routed afresh; one that ran counts
         // only if confirmed
         items
@@ -340,7 +342,7 @@ impl Scripts {
 }
 
 /// An attempt's outcome from its reply: a grant counts only when its writes were
-/// confirmed ([`Error::NotReplicated`] otherwise: what the script did stays on the
+/// confirmed ([`Error::NotReplicated`] otherwise: what the function did stays on the
 /// master, for the caller to undo); a refusal counts either way (a writer's place in the
 /// queue that a replica misses costs it only its place, after a failover).
 fn granted_only_if_confirmed(

@@ -1,19 +1,19 @@
-//! The lock's algorithm: Lua scripts over one hash per lock, and their raw calls (one
-//! method per script, its arguments and its typed reply) and transport (`EVALSHA`
-//! through a connection's lane, `NOSCRIPT`, confirmation).
+//! The lock's algorithm: one Redis Functions library over one hash per lock (`src/lua/`,
+//! loaded once per server with `FUNCTION LOAD`), and its raw calls (one method per
+//! function, its arguments and its typed reply) and transport (`FCALL` through a
+//! connection's lane, a library the server lacks loaded again, confirmation).
 //!
-//! The hash layout, the scripts' rules and the release messages are written down in
-//! `docs/PROTOCOL.md`; each script's header in `src/lua/` gives its `KEYS`, `ARGV` and
-//! replies.
+//! The functions, the hash layout, the rules and the release messages are written down
+//! in `docs/PROTOCOL.md`; each function's header in `src/lua/` gives its `KEYS`, `ARGV`
+//! and replies.
 
 use fred::prelude::*;
-use fred::types::scripts::Script;
 
-use crate::error::{ClientResult, Result};
 #[cfg(test)]
 use crate::mode::Mode;
 
 mod calls;
+mod library;
 #[cfg(all(test, feature = "cluster-tests"))]
 mod live_tests;
 mod reply;
@@ -21,65 +21,25 @@ mod transport;
 
 pub(crate) use crate::cluster::lane::{Confirm, Gather, Lane};
 pub(crate) use calls::RenewItem;
+pub(crate) use library::{Library, LIBRARY};
+pub use library::Setup;
 pub(crate) use reply::{RawHolder, RawState};
 pub(crate) use transport::{Counters, On, Target};
 
-/// A script's text, but for the line the client adds before it (see
-/// [`Scripts::new`]): the line that tells the head where the caller's owner token is
-/// (`ARGV` index, 0 for none), the layout version, the script's fast path if it has one
-/// (it runs first, and falls through to the rest when it does not apply), the head that
-/// reads the summary, the general part (`lib.lua`), then the script's own file.
-macro_rules! lua {
-    ($file:literal, $owner_arg:literal) => {
-        concat!(
-            "local OWNER_ARG = ",
-            $owner_arg,
-            "\n",
-            include_str!("../lua/layout.lua"),
-            "\n",
-            include_str!("../lua/head.lua"),
-            "\n",
-            include_str!("../lua/lib.lua"),
-            "\n",
-            include_str!(concat!("../lua/", $file))
-        )
-    };
-    (fast: $fast:literal, $file:literal, $owner_arg:literal) => {
-        concat!(
-            "local OWNER_ARG = ",
-            $owner_arg,
-            "\n",
-            include_str!("../lua/layout.lua"),
-            "\n",
-            include_str!(concat!("../lua/", $fast)),
-            "\n",
-            include_str!("../lua/head.lua"),
-            "\n",
-            include_str!("../lua/lib.lua"),
-            "\n",
-            include_str!(concat!("../lua/", $file))
-        )
-    };
-}
-
-/// A script as loaded: the line that names the command of release messages (`PUBLISH`),
-/// then `text`.
-fn script(publish: &str, text: &str) -> Script {
-    Script::from_lua(format!("local PUBLISH = '{publish}'\n{text}"))
-}
-
-/// The lock scripts, as loaded on the servers.
+/// The lock's functions as a client calls them: the library they are in (loaded again
+/// where a server lacks it) and each function's name (a value shared by every call).
 pub(crate) struct Scripts {
-    acquire: Script,
-    release: Script,
-    downgrade: Script,
-    upgrade: Script,
-    renew: Script,
-    withdraw: Script,
-    state: Script,
-    force_release: Script,
-    guarded: Script,
-    fenced_set: Script,
+    library: &'static Library,
+    acquire: Value,
+    release: Value,
+    downgrade: Value,
+    upgrade: Value,
+    renew: Value,
+    withdraw: Value,
+    state: Value,
+    force_release: Value,
+    guarded: Value,
+    fenced_set: Value,
 }
 
 /// Outcome of one acquire attempt.
@@ -139,52 +99,40 @@ impl Intent {
 }
 
 impl Scripts {
-    /// The scripts of a client whose release messages go out with `publish`
-    /// (`spublish`, `publish`, or `''` for none).
-    pub fn new(publish: &str) -> Scripts {
+    /// The functions of the library this client loads.
+    pub fn new() -> Scripts {
+        Scripts::of(&LIBRARY)
+    }
+
+    fn of(library: &'static Library) -> Scripts {
+        let name = |f: &str| Value::from(format!("{}{f}", library.prefix));
         Scripts {
-            acquire: script(publish, lua!(fast: "fast_acquire.lua", "acquire.lua", 2)),
-            release: script(publish, lua!(fast: "fast_release.lua", "release.lua", 1)),
-            downgrade: script(publish, lua!("downgrade.lua", 1)),
-            upgrade: script(publish, lua!("upgrade.lua", 1)),
-            renew: script(publish, lua!("renew.lua", 0)),
-            withdraw: script(publish, lua!("withdraw.lua", 1)),
-            state: script(publish, lua!("state.lua", 0)),
-            force_release: script(publish, lua!("force_release.lua", 0)),
-            guarded: script(publish, lua!("guarded.lua", 1)),
-            fenced_set: script(publish, include_str!("../lua/fenced_set.lua")),
+            library,
+            acquire: name("acquire"),
+            release: name("release"),
+            downgrade: name("downgrade"),
+            upgrade: name("upgrade"),
+            renew: name("renew"),
+            withdraw: name("withdraw"),
+            state: name("state"),
+            force_release: name("force_release"),
+            guarded: name("guarded"),
+            fenced_set: name("fenced_set"),
         }
     }
 
-    /// The same scripts without their fast paths: the general path alone, for the test
-    /// that both paths leave the same hash.
+    /// The same functions without their fast paths: the general path alone (a library of
+    /// its own), for the test that both paths leave the same hash.
     #[cfg(all(test, feature = "cluster-tests"))]
-    fn general_only(publish: &str) -> Scripts {
-        Scripts {
-            acquire: script(publish, lua!("acquire.lua", 2)),
-            release: script(publish, lua!("release.lua", 1)),
-            ..Scripts::new(publish)
-        }
+    fn general_only() -> Scripts {
+        Scripts::of(&library::GENERAL_ONLY)
     }
 
-    /// Loads every script on every master (done at connect; a promoted replica may still
-    /// lack them, which `run` repairs).
-    pub async fn load_all(&self, client: &Client) -> Result<()> {
-        for s in [
-            &self.acquire,
-            &self.release,
-            &self.downgrade,
-            &self.upgrade,
-            &self.renew,
-            &self.withdraw,
-            &self.state,
-            &self.force_release,
-            &self.guarded,
-            &self.fenced_set,
-        ] {
-            s.load(client).await.lock_err()?;
-        }
-        Ok(())
+    /// Makes sure the node behind `client` (`addr`, for errors) serves this client's
+    /// library, or a newer revision of it: loads it there otherwise (see
+    /// [`Library::ensure`]).
+    pub async fn load_all(&self, client: &Client, addr: &str) -> crate::error::Result<Setup> {
+        self.library.ensure(client, addr).await
     }
 }
 
@@ -218,7 +166,7 @@ mod tests {
             .find_map(|l| l.strip_prefix("local LAYOUT = '"))
             .and_then(|v| v.strip_suffix('\''))
             .expect("LAYOUT");
-        for name in ["TOMBSTONE", "ONE_OWNER"] {
+        for name in ["TOMBSTONE", "LONE"] {
             let line = layout
                 .lines()
                 .find(|l| l.starts_with(&format!("local {name} = ")))
@@ -234,18 +182,31 @@ mod tests {
     }
 
     #[test]
-    fn every_script_starts_with_the_owner_line_and_the_shared_head() {
-        for (text, owner_arg) in [
-            (lua!(fast: "fast_acquire.lua", "acquire.lua", 2), "2"),
-            (lua!(fast: "fast_release.lua", "release.lua", 1), "1"),
-            (lua!("renew.lua", 0), "0"),
+    fn every_function_is_registered_under_the_name_the_client_calls() {
+        let text = LIBRARY.text;
+        let s = Scripts::new();
+        for name in [
+            &s.acquire,
+            &s.release,
+            &s.downgrade,
+            &s.upgrade,
+            &s.renew,
+            &s.withdraw,
+            &s.state,
+            &s.force_release,
+            &s.guarded,
+            &s.fenced_set,
         ] {
-            assert!(text.starts_with(&format!("local OWNER_ARG = {owner_arg}\n")));
-            assert!(text.contains("local function finish()"));
-            // the scripts name the release channel as the subscribers do
-            assert_eq!(crate::keys::channel("k"), "k:released");
-            assert!(text.contains("key .. ':released'"));
-            assert!(text.contains("KEYS[1]"));
+            let name = name.as_str().expect("a name");
+            let bare = name.strip_prefix(LIBRARY.prefix).expect("the prefix");
+            assert!(
+                text.contains(&format!("redis.register_function(PREFIX .. '{bare}', {bare})")),
+                "{name} is not registered"
+            );
+            assert!(text.contains(&format!("local function {bare}(KEYS, ARGV)")));
         }
+        // the functions name the release channel as the subscribers do
+        assert_eq!(crate::keys::channel("k"), "k:released");
+        assert!(text.contains("key .. ':released'"));
     }
 }

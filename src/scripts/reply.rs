@@ -23,6 +23,10 @@ pub(crate) struct RawHolder {
     pub lease_left_ms: u64,
     /// Since the grant of its earliest hold (by its fence), by the server's clock.
     pub held_ms: u64,
+    /// Since the last grant or renewal of its latest-running hold, by the server's clock.
+    pub renewed_ago_ms: u64,
+    /// That hold's lease, as its last grant or renewal gave it.
+    pub lease_ms: u64,
 }
 
 /// A count of holds: a non-negative integer that fits in `u32`.
@@ -44,6 +48,10 @@ pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
         -4 => Err(Error::Corrupt {
             key: key.to_string(),
             field: text_or(parts.get(1)),
+        }),
+        -7 => Err(Error::OtherLayout {
+            key: key.to_string(),
+            found: text_or(parts.get(1)),
         }),
         _ => Ok(parts),
     }

@@ -1,17 +1,17 @@
-//! The script half of the transport: every script call, and every renewal pipeline,
-//! goes through here: one `EVALSHA` argument vector, one way to the node (the
-//! connection's lane, or straight to the connection when there is nothing to confirm),
-//! one `NOSCRIPT` reload, one reading of a call's confirmation. The connection half is
-//! `cluster::lane`.
+//! The function half of the transport: every function call, and every renewal pipeline,
+//! goes through here: one `FCALL` argument vector, one way to the node (the connection's
+//! lane, or straight to the connection when there is nothing to confirm), one reload of
+//! a library the server lacks, one reading of a call's confirmation. The connection half
+//! is `cluster::lane`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use fred::prelude::*;
-use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand};
 
+use super::library::is_function_missing;
 use super::{Confirm, Gather, Lane, Scripts};
-use crate::error::{ClientResult, Error, Result};
+use crate::error::{Error, Result};
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
 #[derive(Debug, Default)]
@@ -21,29 +21,29 @@ pub(crate) struct Counters {
     pub reloads: AtomicU64,
 }
 
-/// The lock a call is about: its key, the script's one `KEYS` entry (the scripts name
+/// The lock a call is about: its key, the function's first `KEYS` entry (the functions name
 /// the release channel, `<key>:released`, themselves: same slot, one key less to send).
 #[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub key: &'a str,
-    /// How the script's writes are confirmed by replicas (`None`: not at all).
+    /// How the function's writes are confirmed by replicas (`None`: not at all).
     pub confirm: Option<Confirm>,
 }
 
-/// Where a script call goes: the connection to the node that serves the lock's slot, the
+/// Where a function call goes: the connection to the node that serves the lock's slot, the
 /// client's counters, and the lock (its key, and how the call is confirmed).
 #[derive(Clone, Copy)]
 pub(crate) struct On<'a> {
-    /// The connection (to load a script it lacks).
+    /// The connection (to load the library where the server lacks it).
     pub client: &'a Client,
-    /// The connection's lane, which script calls take when confirmation is in use (see
+    /// The connection's lane, which function calls take when confirmation is in use (see
     /// `cluster::lane`).
     pub lane: &'a Lane,
     /// Nothing is ever confirmed on this client (`Durability::MasterOnly`): a call
     /// without `ASKING` goes straight to the connection, which keeps many in flight
     /// (there is no `WAIT` to share, and a lane would only serialize the batches).
     pub direct: bool,
-    /// The node is the target of an `ASK`: `ASKING` goes right before the script, in
+    /// The node is the target of an `ASK`: `ASKING` goes right before the call, in
     /// the same pipeline.
     pub asking: bool,
     pub counters: &'a Counters,
@@ -53,7 +53,7 @@ pub(crate) struct On<'a> {
     pub gather: Option<&'a Gather>,
 }
 
-/// What a script call brought back: its reply, and whether its writes were confirmed
+/// What a function call brought back: its reply, and whether its writes were confirmed
 /// when confirmation was asked for (`unconfirmed`: replicas wanted and those that
 /// acknowledged). Each call decides what an unconfirmed reply means: a grant that does
 /// not count, a refusal that does not matter.
@@ -90,25 +90,19 @@ pub(super) fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
     Error::NotReplicated { wanted, acked }
 }
 
-/// The arguments of `EVALSHA` for `script` on `key` (then `extra_keys`), with `args`.
-pub(super) fn evalsha_call(
-    script: &Script,
+/// The arguments of `FCALL` for `function` on `key` (then `extra_keys`), with `args`.
+pub(super) fn fcall_args(
+    function: &Value,
     key: &str,
     extra_keys: Vec<Value>,
     args: Vec<Value>,
 ) -> Vec<Value> {
     let mut call: Vec<Value> = Vec::with_capacity(3 + extra_keys.len() + args.len());
     let keys = i64::try_from(1 + extra_keys.len()).unwrap_or(i64::MAX);
-    call.extend([script.sha1().to_string().into(), keys.into(), key.into()]);
+    call.extend([function.clone(), keys.into(), key.into()]);
     call.extend(extra_keys);
     call.extend(args);
     call
-}
-
-/// The server does not have the script (a promoted replica, a restarted node, a
-/// `SCRIPT FLUSH`): load it and send the call again.
-fn is_noscript(e: &fred::error::Error) -> bool {
-    e.details().starts_with("NOSCRIPT")
 }
 
 impl Scripts {
@@ -117,21 +111,22 @@ impl Scripts {
     pub(super) fn run<'a>(
         &'a self,
         on: On<'a>,
-        script: &'a Script,
+        function: &'a Value,
         args: Vec<String>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         let args = args.into_iter().map(Value::from).collect();
-        self.run_with(on, script, Vec::new(), args)
+        self.run_with(on, function, Vec::new(), args)
     }
 
-    /// `EVALSHA` of `script` on the lock's key and `extra_keys` (`KEYS[2..]`), with
+    /// `FCALL` of `function` on the lock's key and `extra_keys` (`KEYS[2..]`), with
     /// `args`: through the connection's lane, with `ASKING` before it when the node is
     /// the target of an `ASK`, and confirmed by the `WAIT` of the batch it goes in when
-    /// the call asks for confirmation (what the script did stays on the master when too
+    /// the call asks for confirmation (what the function did stays on the master when too
     /// few replicas acknowledged: see [`Ran`]); straight to the connection when there is
     /// nothing to confirm on this client and nothing to put before it
     /// (`Durability::MasterOnly`: the connection keeps many calls in flight, where a lane
-    /// would only serialize the batches). Loads the script again on `NOSCRIPT`.
+    /// would only serialize the batches). Loads the library again where the server lacks it (a
+    /// node restarted empty, a new master after a reshard).
     ///
     /// Boxed: the client's futures are deep types, and every acquire, renewal and release
     /// future holds one; behind a box they add one pointer to the futures above, not their
@@ -140,16 +135,16 @@ impl Scripts {
     pub(super) fn run_with<'a>(
         &'a self,
         on: On<'a>,
-        script: &'a Script,
+        function: &'a Value,
         extra_keys: Vec<Value>,
         args: Vec<Value>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         Box::pin(async move {
             let t = &on.target;
             let direct = on.direct && t.confirm.is_none() && !on.asking && on.gather.is_none();
-            let mut call = evalsha_call(script, t.key, extra_keys, args);
+            let mut call = fcall_args(function, t.key, extra_keys, args);
             for first in [true, false] {
-                // kept for a sending after NOSCRIPT (cloning the client's values only
+                // kept for a sending after the library is loaded (cloning the client's values only
                 // bumps refcounts)
                 let sending = if first {
                     call.clone()
@@ -158,10 +153,9 @@ impl Scripts {
                 };
                 on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
                 let (reply, unconfirmed) = if direct {
-                    let evalsha =
-                        CustomCommand::new_static("EVALSHA", ClusterHash::FirstKey, false);
+                    let fcall = CustomCommand::new_static("FCALL", ClusterHash::FirstKey, false);
                     (
-                        on.client.custom::<Value, Value>(evalsha, sending).await,
+                        on.client.custom::<Value, Value>(fcall, sending).await,
                         None,
                     )
                 } else {
@@ -176,28 +170,30 @@ impl Scripts {
                     let unconfirmed = batch.unconfirmed(t.confirm);
                     match batch.replies.pop() {
                         Some(reply) => (reply, unconfirmed),
-                        None => return Err(Error::Protocol("a script call: missing reply".into())),
+                        None => return Err(Error::Protocol("a function call: missing reply".into())),
                     }
                 };
                 match reply {
-                    Err(e) if first && is_noscript(&e) => {
+                    Err(e) if first && is_function_missing(&e) => {
                         on.counters.reloads.fetch_add(1, Ordering::Relaxed);
-                        crate::observe::script_reloaded();
+                        crate::observe::library_reloaded();
                         on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-                        script.load(on.client).await.lock_err()?;
+                        let addr = on.client.client_config().server.hosts();
+                        let addr = addr.first().map(|h| h.to_string()).unwrap_or_default();
+                        self.library.ensure(on.client, &addr).await?;
                     }
                     Err(e) => return Err(Error::from_client(e)),
                     Ok(value) => return Ok(Ran { value, unconfirmed }),
                 }
             }
-            Err(Error::Protocol("NOSCRIPT after loading the script".into()))
+            Err(Error::Protocol("a function not found after loading its library".into()))
         })
     }
 
-    /// Many calls of `script` to ONE node in one pipeline through `lane` (one round
+    /// Many function calls to ONE node in one pipeline through `lane` (one round
     /// trip), confirmed by one `WAIT` when `confirm` asks for it: each call's reply, or
     /// its own error (a call that failed on its own, its connection lost, a redirect,
-    /// `NOSCRIPT`, is the caller's to send again alone), and the replicas wanted and
+    /// the library missing, is the caller's to send again alone), and the replicas wanted and
     /// acknowledged when the batch was not confirmed.
     pub(super) async fn run_many(
         &self,

@@ -26,14 +26,16 @@ pub async fn cluster() -> &'static TestCluster {
 }
 
 /// README's least-privilege ACL rule for the lock's application user, for the key
-/// prefix `prefix` (the rules after `ACL SETUSER <user> on ><password>`).
+/// prefix `prefix` (the rules after `ACL SETUSER <user> on ><password>`). It may call
+/// the lock's functions, not load them: the library is loaded by `cluster-rwlock setup`
+/// (or any client whose user may run `FUNCTION LOAD`) before this user connects.
 ///
 /// ```
 /// let rule = cluster_rwlock_testkit::helpers::app_acl_rule("app");
 /// assert!(rule.starts_with("resetkeys resetchannels ~app:* &app:* -@all"));
 /// ```
 pub fn app_acl_rule(prefix: &str) -> String {
-    "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +evalsha +script|load +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpire +time +type +quit"
+    "resetkeys resetchannels ~<prefix>:* &<prefix>:* -@all +fcall +wait +client|id +info +cluster|nodes +ping +asking +ssubscribe +sunsubscribe +spublish +hget +hmget +hset +hdel +hgetall +exists +pexpireat +time +type +quit"
         .replace("<prefix>", prefix)
 }
 

@@ -83,7 +83,8 @@ impl TestCluster {
 
     /// The lock keys matching `pattern` on the masters that still record a hold, a queued
     /// writer or a waiting reader: every key but the tombstones a free lock leaves for a
-    /// while (a hash with its summary `s` alone, which remembers the last fence, and the
+    /// while (a hash with its summary `s` alone, saying nobody holds, which remembers the
+    /// last fence, and the
     /// fence of its last forced release `x` when there was one).
     ///
     /// ```no_run
@@ -96,7 +97,7 @@ impl TestCluster {
         for (port, keys) in self.keys_on_masters(pattern).await? {
             for key in keys {
                 let fields = admin::call(port, "HKEYS", vec![key.clone()]).await;
-                let tombstone = match &fields {
+                let summary_only = match &fields {
                     // no fields: the key expired between KEYS and HKEYS (HKEYS answers
                     // an empty list for a missing key), so it records no hold
                     Ok(fred::prelude::Value::Array(f)) => f
@@ -106,12 +107,54 @@ impl TestCluster {
                     // not a hash (WRONGTYPE): reported
                     _ => false,
                 };
+                // the summary alone may still carry a lone hold (layout 4: one owner
+                // with one hold has no field of its own): a tombstone says 0 holders
+                let tombstone = summary_only
+                    && match admin::call(port, "HGET", vec![key.clone(), "s".into()]).await {
+                        Ok(fred::prelude::Value::Null) => true,
+                        Ok(v) => v
+                            .as_string()
+                            .is_some_and(|s| s.split(' ').nth(2) == Some("0")),
+                        Err(_) => false,
+                    };
                 if !tombstone {
                     out.push(key);
                 }
             }
         }
         out.sort();
+        Ok(out)
+    }
+
+    /// Runs a command on every master that is up (e.g. `FUNCTION DELETE`, which a replica
+    /// refuses): each master's reply, by port.
+    ///
+    /// ```no_run
+    /// # async fn demo(cluster: &cluster_rwlock_testkit::TestCluster) -> Result<(), cluster_rwlock_testkit::TestkitError> {
+    /// let replies = cluster.command_on_masters("FUNCTION", &["LIST"]).await?;
+    /// assert_eq!(replies.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub async fn command_on_masters(
+        &self,
+        cmd: &'static str,
+        args: &[&str],
+    ) -> Result<Vec<(u16, Result<fred::prelude::Value, TestkitError>)>, TestkitError> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
+                continue;
+            }
+            let lines = admin::cluster_nodes(node.info.port).await?;
+            if !lines
+                .iter()
+                .any(|l| l.flags.contains("myself") && l.is_master())
+            {
+                continue;
+            }
+            let args = args.iter().map(|a| a.to_string()).collect();
+            out.push((node.info.port, admin::call(node.info.port, cmd, args).await));
+        }
         Ok(out)
     }
 

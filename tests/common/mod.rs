@@ -64,3 +64,48 @@ pub async fn locks_on(
     }
     unreachable!()
 }
+
+/// The entry of `owner` in the lock hash at `key`, read with plain commands (no function
+/// of the lock, which would drop an expired hold itself): its field `o:<owner>`, or the
+/// summary's lone hold when it is that owner's (layout 4, docs/PROTOCOL.md).
+pub async fn entry_of(redis: &fred::prelude::Client, key: &str, owner: &str) -> Option<String> {
+    use fred::prelude::*;
+    let summary: Option<String> = redis.hget(key, "s").await.unwrap();
+    if let Some((hold, lone)) = summary.as_deref().and_then(lone_hold) {
+        return (lone == owner).then(|| hold.to_string());
+    }
+    redis.hget(key, format!("o:{owner}")).await.unwrap()
+}
+
+/// Rewrites the entry of `owner` (see [`entry_of`]) where it is kept.
+pub async fn set_entry_of(redis: &fred::prelude::Client, key: &str, owner: &str, entry: &str) {
+    use fred::prelude::*;
+    let summary: Option<String> = redis.hget(key, "s").await.unwrap();
+    let summary = summary.unwrap_or_default();
+    if let Some((hold, lone)) = lone_hold(&summary).filter(|(_, lone)| *lone == owner) {
+        let head = &summary[..summary.len() - hold.len() - lone.len() - 1];
+        let _: () = redis
+            .hset(key, ("s", format!("{head}{entry} {lone}")))
+            .await
+            .unwrap();
+    } else {
+        let _: () = redis
+            .hset(key, (format!("o:{owner}"), entry))
+            .await
+            .unwrap();
+    }
+}
+
+/// The lone hold a summary carries, and its owner.
+fn lone_hold(summary: &str) -> Option<(&str, &str)> {
+    let words: Vec<&str> = summary.split(' ').collect();
+    match words[..] {
+        [_, _, _, _, _, _, _, _, _, hold, lone] => Some((hold, lone)),
+        _ => None,
+    }
+}
+
+/// The deadline (ms, server time) of a hold `<m><id>:<fence>:<deadline>:<lease>`.
+pub fn deadline_of(hold: &str) -> Option<i64> {
+    hold.split(':').nth(2)?.parse().ok()
+}
