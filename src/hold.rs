@@ -222,6 +222,10 @@ impl Hold {
             .await;
         self.done = true;
         let released = released?;
+        // a reply that came after the hold's believed end proves nothing: the server's
+        // lease may have run out before the release ran (its fast path gives back a lone
+        // hold without reading the clock: docs/PROTOCOL.md, rule 4)
+        let lost = lost || self.state.is_lost() || Instant::now() >= self.state.until();
         self.observe_release(released && !lost);
         if released && !lost {
             Ok(())

@@ -342,8 +342,8 @@ pub use lock::{
 pub use lock::{Holder, LockState, RwLock};
 pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
-pub use scripts::Setup;
 pub use multi::{MultiGuard, MultiLock};
+pub use scripts::Setup;
 
 #[cfg(test)]
 mod tests {

@@ -121,11 +121,17 @@ async fn a_hash_of_another_layout_is_refused_with_its_version() {
     ] {
         let lock = client.rwlock(name).unwrap();
         let _: () = redis.hset(lock.key(), ("s", summary)).await.unwrap();
-        for e in [lock.write().await.unwrap_err(), lock.try_read().await.unwrap_err()] {
+        for e in [
+            lock.write().await.unwrap_err(),
+            lock.try_read().await.unwrap_err(),
+        ] {
             match &e {
                 Error::OtherLayout { key, found } => {
                     assert_eq!((key.as_str(), found.as_str()), (lock.key(), version));
-                    assert!(e.to_string().contains(&format!("is of layout {version}")), "{e}");
+                    assert!(
+                        e.to_string().contains(&format!("is of layout {version}")),
+                        "{e}"
+                    );
                 }
                 other => panic!("{name}: {other:?}"),
             }
@@ -139,6 +145,9 @@ async fn a_hash_of_another_layout_is_refused_with_its_version() {
 
 /// Deletes the lock's function library on every master (a master restarted empty, as
 /// far as the library goes).
+/// Held by the test that deletes the library, and by those whose user may not load it.
+static LIBRARY_DELETES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn delete_library(cluster: &cluster_rwlock_testkit::TestCluster) {
     // (an error: it was not there)
     let _ = cluster
@@ -153,6 +162,7 @@ async fn delete_library(cluster: &cluster_rwlock_testkit::TestCluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_without_the_library_gets_it_again_or_the_user_is_told_to_set_it_up() {
     let cluster = cluster().await;
+    let _library = LIBRARY_DELETES.lock().await;
     let p = prefix("setup");
     let app = format!("app{}", &p[p.len() - 8..]);
     let mut args: Vec<String> = vec!["SETUSER".into(), app.clone(), "on".into(), ">app-pw".into()];
@@ -173,7 +183,7 @@ async fn a_master_without_the_library_gets_it_again_or_the_user_is_told_to_set_i
     assert!(client.stats().library_reloads >= 1, "{:?}", client.stats());
 
     // the least-privilege user, on masters without the library (another test of this
-    // file may load it again meanwhile: then the library is deleted again)
+    // file, with a user that may, may load it again meanwhile: then it is deleted again)
     let mut told = None;
     for _ in 0..5 {
         delete_library(cluster).await;
@@ -197,12 +207,26 @@ async fn a_master_without_the_library_gets_it_again_or_the_user_is_told_to_set_i
     assert_eq!(found.len(), 3, "{found:?}");
     let again = LockClient::setup(&common::config(cluster)).await.unwrap();
     assert!(
-        again.iter().all(|(_, s)| matches!(s, cluster_rwlock::Setup::Current { .. })),
+        again
+            .iter()
+            .all(|(_, s)| matches!(s, cluster_rwlock::Setup::Current { .. })),
         "{again:?}"
     );
-    let user = LockClient::connect(app_config).await.expect("after the setup");
-    user.rwlock("job").unwrap().write().await.unwrap().release().await.unwrap();
-    cluster.command_on_all("ACL", &["DELUSER", &app]).await.unwrap();
+    let user = LockClient::connect(app_config)
+        .await
+        .expect("after the setup");
+    user.rwlock("job")
+        .unwrap()
+        .write()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    cluster
+        .command_on_all("ACL", &["DELUSER", &app])
+        .await
+        .unwrap();
     assert_no_keys(cluster, &p).await;
 }
 
@@ -223,7 +247,10 @@ async fn an_owner_name_that_is_not_utf8_still_holds() {
             "4 5 1 99999999999999 99999999999999 0 0 - 99999999999999".into(),
         ),
         ("w".into(), Value::Bytes(owner.into())),
-        (Value::Bytes(field.into()), "w1:5:99999999999999:30000".into()),
+        (
+            Value::Bytes(field.into()),
+            "w1:5:99999999999999:30000".into(),
+        ),
     ];
     let _: () = client.redis().hset(lock.key(), fields).await.unwrap();
     // never granted against it, and the state is a typed error, not a panic
@@ -369,6 +396,9 @@ fn app_acl_rule(prefix: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_least_privilege_user_can_lock_and_one_without_key_writes_is_told_why() {
     let cluster = cluster().await;
+    // the user may call the library, not load it: loaded here, and not deleted meanwhile
+    let _library = LIBRARY_DELETES.lock().await;
+    LockClient::setup(&common::config(cluster)).await.unwrap();
     let p = prefix("acl-app");
     let app = format!("app{}", &p[p.len() - 8..]);
     let reader = format!("ro{}", &p[p.len() - 8..]);

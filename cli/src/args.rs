@@ -13,6 +13,8 @@ Examples:
   cluster-rwlock inspect nightly-report --json
   cluster-rwlock list 'orders:*'
   cluster-rwlock watch nightly-report
+  # once, as an admin user, where the applications' ACL user may not load functions
+  cluster-rwlock --url redis://admin:pw@10.0.0.5:7000 setup
 
 Exit codes of `run`: the command's status (128+N when killed by signal N);
   64 bad arguments, 69 Redis unreachable or failing, 70 the lease was lost while the
@@ -74,6 +76,9 @@ pub enum Command {
     /// Acquire the lock, run Redis commands on keys of its slot as one guarded call
     /// (nothing runs if the hold is gone by then), print their replies, release.
     Exec(ExecArgs),
+    /// Load (or upgrade) the lock's function library on every master: once, as a user
+    /// allowed FUNCTION LOAD, where the clients' user may only call it (FCALL).
+    Setup,
 }
 
 /// `exec`.

@@ -31,6 +31,9 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
             "upgradable": h.upgradable_holds,
             "lease_left_ms": u64::try_from(h.lease_left.as_millis()).unwrap_or(u64::MAX),
             "held_for_ms": u64::try_from(h.held_for.as_millis()).unwrap_or(u64::MAX),
+            "renewed_ago_ms": u64::try_from(h.renewed_ago.as_millis()).unwrap_or(u64::MAX),
+            "lease_ms": u64::try_from(h.lease.as_millis()).unwrap_or(u64::MAX),
+            "overdue": h.overdue(),
         })).collect::<Vec<_>>(),
         "waiting_writers": s.waiting_writers,
     })
@@ -88,7 +91,7 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
     println!("holders  {}", s.holders.len());
     for h in &s.holders {
         println!(
-            "  {}  {}  {}  read {} write {} upgradable {}  held {}  lease left {}",
+            "  {}  {}  {}  read {} write {} upgradable {}  held {}  lease left {}  renewed {} ago (lease {}){}",
             h.client_name().unwrap_or("-"),
             h.owner,
             h.mode.as_str(),
@@ -96,14 +99,14 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
             h.write_holds,
             h.upgradable_holds,
             secs(h.held_for),
-            secs(h.lease_left)
-        );
-    }
-    if !s.holders.is_empty() {
-        // the server keeps each hold's deadline, not the holder's lease: a stuck holder
-        // shows as a lease left that falls from one look to the next
-        println!(
-            "         (a holder renews every third of its lease: a lease left that keeps falling between looks is a holder that stopped renewing, and loses the lock when it runs out)"
+            secs(h.lease_left),
+            secs(h.renewed_ago),
+            secs(h.lease),
+            if h.overdue() {
+                "  OVERDUE: not renewed for over half its lease (frozen or cut off?)"
+            } else {
+                ""
+            }
         );
     }
     println!("waiting writers {}", s.waiting_writers.len());

@@ -10,6 +10,7 @@ mod exec;
 mod inspect;
 mod list;
 mod run;
+mod setup;
 mod watch;
 
 use clap::Parser;
@@ -57,6 +58,9 @@ fn main() {
         }
     };
     let status = runtime.block_on(async move {
+        if let Command::Setup = cli.command {
+            return setup::setup(&cli).await;
+        }
         let client = match connect::client(&cli).await {
             Ok(c) => c,
             Err(e) => {
@@ -75,6 +79,8 @@ fn main() {
             Command::Watch(a) => watch::watch(&client, a).await,
             Command::Break(a) => break_lock::break_lock(&client, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,
+            // (handled above, before connecting)
+            Command::Setup => setup::setup(&cli).await,
         };
         // sends what is still to be given back (an undone grant, a dropped guard) first
         let unsent = client.close().await;

@@ -120,7 +120,9 @@ impl std::fmt::Display for Setup {
 
 /// The server has no function of that name (the library is not loaded there).
 pub(super) fn is_function_missing(e: &fred::error::Error) -> bool {
-    e.details().to_ascii_lowercase().contains("function not found")
+    e.details()
+        .to_ascii_lowercase()
+        .contains("function not found")
 }
 
 impl Library {
@@ -130,8 +132,9 @@ impl Library {
     /// as it is. [`Error::NotSetUp`] when it must be loaded and this user may not.
     pub async fn ensure(&self, client: &Client, addr: &str) -> Result<Setup> {
         let version = format!("{}version", self.prefix);
-        let there: std::result::Result<Value, _> =
-            client.fcall(version, Vec::<Key>::new(), Vec::<Value>::new()).await;
+        let there: std::result::Result<Value, _> = client
+            .fcall(version, Vec::<Key>::new(), Vec::<Value>::new())
+            .await;
         let from = match there {
             Ok(v) => {
                 let revision = revision_of(&v)?;
@@ -151,9 +154,9 @@ impl Library {
                 None => Setup::Loaded { revision: REVISION },
             }),
             // loaded by another client between the two calls
-            Err(e) if e.details().contains("already exists") => Ok(Setup::Current {
-                revision: REVISION,
-            }),
+            Err(e) if e.details().contains("already exists") => {
+                Ok(Setup::Current { revision: REVISION })
+            }
             Err(e) if e.details().starts_with("NOPERM") => Err(Error::NotSetUp {
                 node: addr.to_string(),
                 library: self.name.to_string(),

@@ -183,7 +183,12 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         // both keep the expiry the first grant set (FENCE_MEMORY past its deadline, and
         // FENCE_MEMORY more so that the next grants need none): no grant or release
         // since needed more
-        assert!((f.1 - g.1).abs() < 1_000, "step {step}: TTLs {} and {}", f.1, g.1);
+        assert!(
+            (f.1 - g.1).abs() < 1_000,
+            "step {step}: TTLs {} and {}",
+            f.1,
+            g.1
+        );
         let first = 2 * FENCE_MEMORY_MS + LEASE_MS as i64;
         assert!(
             f.1 > first - 10_000 && f.1 <= first,
@@ -339,7 +344,10 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
         super::Released::Now
     );
     let (entry, _, _) = entry_of(&node, &key, "up").await;
-    assert!(entry.as_deref().is_some_and(|e| e.starts_with("w2:")), "{entry:?}");
+    assert!(
+        entry.as_deref().is_some_and(|e| e.starts_with("w2:")),
+        "{entry:?}"
+    );
     // ... just as the caller gave up
     scripts.withdraw(on, "up", 2, Some(1)).await.unwrap();
     let (entry, writer, upgrader) = entry_of(&node, &key, "up").await;

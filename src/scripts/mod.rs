@@ -21,8 +21,8 @@ mod transport;
 
 pub(crate) use crate::cluster::lane::{Confirm, Gather, Lane};
 pub(crate) use calls::RenewItem;
-pub(crate) use library::{Library, LIBRARY};
 pub use library::Setup;
+pub(crate) use library::{Library, LIBRARY};
 pub(crate) use reply::{RawHolder, RawState};
 pub(crate) use transport::{Counters, On, Target};
 
@@ -200,7 +200,9 @@ mod tests {
             let name = name.as_str().expect("a name");
             let bare = name.strip_prefix(LIBRARY.prefix).expect("the prefix");
             assert!(
-                text.contains(&format!("redis.register_function(PREFIX .. '{bare}', {bare})")),
+                text.contains(&format!(
+                    "redis.register_function(PREFIX .. '{bare}', {bare})"
+                )),
                 "{name} is not registered"
             );
             assert!(text.contains(&format!("local function {bare}(KEYS, ARGV)")));

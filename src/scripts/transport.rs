@@ -154,10 +154,7 @@ impl Scripts {
                 on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
                 let (reply, unconfirmed) = if direct {
                     let fcall = CustomCommand::new_static("FCALL", ClusterHash::FirstKey, false);
-                    (
-                        on.client.custom::<Value, Value>(fcall, sending).await,
-                        None,
-                    )
+                    (on.client.custom::<Value, Value>(fcall, sending).await, None)
                 } else {
                     let mut batch = match on.gather {
                         Some(gather) => {
@@ -170,7 +167,9 @@ impl Scripts {
                     let unconfirmed = batch.unconfirmed(t.confirm);
                     match batch.replies.pop() {
                         Some(reply) => (reply, unconfirmed),
-                        None => return Err(Error::Protocol("a function call: missing reply".into())),
+                        None => {
+                            return Err(Error::Protocol("a function call: missing reply".into()))
+                        }
                     }
                 };
                 match reply {
@@ -186,7 +185,9 @@ impl Scripts {
                     Ok(value) => return Ok(Ran { value, unconfirmed }),
                 }
             }
-            Err(Error::Protocol("a function not found after loading its library".into()))
+            Err(Error::Protocol(
+                "a function not found after loading its library".into(),
+            ))
         })
     }
 

@@ -206,3 +206,49 @@ async fn break_says_what_it_would_remove_then_removes_it() {
     assert!(held.release().await.is_err(), "the broken hold is gone");
     client.close().await;
 }
+
+/// A holder that stopped renewing (here: a grant made with a bare `FCALL`, which nothing
+/// renews) is flagged overdue once half its lease has passed since its grant, in the
+/// text and in the JSON, with how long ago it renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_flags_a_holder_that_stopped_renewing() {
+    use fred::prelude::*;
+    let cluster = cluster().await;
+    let prefix = prefix("cli-overdue");
+    let client = client(cluster, &prefix).await;
+    let lock = client.rwlock("stuck").unwrap();
+    let granted: Value = client
+        .redis()
+        .fcall(
+            "rwlock4_acquire",
+            vec![lock.key()],
+            vec!["w", "frozen-owner", "1", "6000", "0"],
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&granted, Value::Array(p) if p[0].as_i64() == Some(1)),
+        "{granted:?}"
+    );
+    let look = || async {
+        let mut cmd = cli(cluster, &prefix);
+        cmd.args(["inspect", "stuck", "--json"]);
+        let j: Json = serde_json::from_slice(&output(cmd).await.stdout).expect("JSON");
+        j
+    };
+    let fresh = look().await;
+    assert_eq!(fresh["holders"][0]["overdue"], false, "{fresh}");
+    assert_eq!(fresh["holders"][0]["lease_ms"], 6000, "{fresh}");
+    tokio::time::sleep(Duration::from_millis(3300)).await;
+    let late = look().await;
+    assert_eq!(late["holders"][0]["overdue"], true, "{late}");
+    let ago = late["holders"][0]["renewed_ago_ms"].as_u64().unwrap();
+    assert!((3_000..6_000).contains(&ago), "{late}");
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["inspect", "stuck"]);
+    let shown = text(&output(cmd).await.stdout);
+    assert!(shown.contains("OVERDUE"), "{shown}");
+    assert!(shown.contains("renewed 3."), "{shown}");
+    let _: i64 = client.redis().del(lock.key()).await.unwrap();
+    client.close().await;
+}

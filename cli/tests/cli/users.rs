@@ -27,6 +27,20 @@ async fn the_cli_works_under_the_least_privilege_acl_user() {
     cluster.command_on_all("ACL", &args).await.unwrap();
     let port = cluster.nodes()[0].port;
     let url = format!("redis://{user}:cli-acl-pw@127.0.0.1:{port}");
+    // the operator's step, as a user that may load functions (the default user): what
+    // each master had, one line each
+    let mut setup = cli(cluster, &prefix);
+    setup.arg("setup");
+    let out = output(setup).await;
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert_eq!(said.lines().count(), 3, "{said}");
+    assert!(
+        said.lines()
+            .all(|l| l.starts_with("127.0.0.1:")
+                && (l.contains("revision") || l.contains("upgraded"))),
+        "{said}"
+    );
     let cli_as = |sub: &[&str]| {
         let mut cmd = Command::new(BIN);
         cmd.args(["--url", &url, "--prefix", &prefix])

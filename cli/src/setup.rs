@@ -1,0 +1,32 @@
+//! `setup`: load (or upgrade) the lock's function library on every master, once, as a
+//! user allowed `FUNCTION LOAD`, for clients whose user may only call it.
+
+use std::io::Write;
+
+use cluster_rwlock::LockClient;
+
+use crate::args::Cli;
+
+/// Loads the library where it is missing or older, and prints what each master had.
+pub async fn setup(cli: &Cli) -> i32 {
+    let config = match crate::connect::config(cli).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cluster-rwlock: {e}");
+            return crate::code::USAGE;
+        }
+    };
+    match LockClient::setup(&config).await {
+        Ok(found) => {
+            let mut out = std::io::stdout().lock();
+            for (master, setup) in found {
+                // (a closed pipe ends the listing, not the command)
+                if writeln!(out, "{master}: {setup}").is_err() {
+                    break;
+                }
+            }
+            0
+        }
+        Err(e) => crate::fail("setup", &e),
+    }
+}

@@ -1,0 +1,185 @@
+//! `docs/PROTOCOL.md` taken at its word: the lock's main transitions driven with plain
+//! `FCALL`s and `SSUBSCRIBE` from a bare Redis client, with none of this library's logic,
+//! as a client in another language would; every reply checked against the document.
+
+mod common;
+
+use std::time::Duration;
+
+use cluster_rwlock::LockClient;
+use common::{cluster, prefix};
+use fred::prelude::*;
+
+/// A bare cluster client of the test bed (fred, no lock logic).
+async fn bare(cluster: &cluster_rwlock_testkit::TestCluster) -> Client {
+    let c = Builder::from_config(cluster.client_config())
+        .build()
+        .unwrap();
+    c.init().await.unwrap();
+    c
+}
+
+/// `FCALL function 1 key args...`, the reply as fred gives it.
+async fn fcall(c: &Client, function: &str, key: &str, args: &[&str]) -> Value {
+    c.fcall(function, vec![key], args.to_vec()).await.unwrap()
+}
+
+fn parts(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(p) => p,
+        other => panic!("a list: {other:?}"),
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("an integer: {v:?}"))
+}
+
+fn text(v: &Value) -> String {
+    v.as_string().unwrap_or_else(|| panic!("a string: {v:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
+    let cluster = cluster().await;
+    // the operator's step: the library on every master
+    LockClient::setup(&common::config(cluster)).await.unwrap();
+    let c = bare(cluster).await;
+    let p = prefix("protocol");
+    let key = format!("{p}:{{doc}}");
+    let channel = format!("{key}:released");
+
+    // the version: {layout, revision}
+    let v = parts(
+        c.fcall(
+            "rwlock4_version",
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(text(&v[0]), "4");
+    assert!(int(&v[1]) >= 1);
+
+    // a writer on a free lock: {1, fence, others}; its hold is the summary's lone hold
+    let g = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o1", "1", "30000", "1"]).await);
+    assert_eq!(int(&g[0]), 1, "{g:?}");
+    let f1: u64 = text(&g[1]).parse().unwrap();
+    let s: String = c.hget(&key, "s").await.unwrap();
+    let words: Vec<&str> = s.split(' ').collect();
+    assert_eq!(words.len(), 11, "{s}");
+    assert_eq!((words[0], words[2], words[10]), ("4", "1", "o1"));
+    assert!(
+        words[9].starts_with(&format!("w1:{f1}:")) && words[9].ends_with(":30000"),
+        "{s}"
+    );
+
+    // a reader that tries once: {0, wait_ms}; a writer that waits: queued (q:, t:)
+    let r = parts(fcall(&c, "rwlock4_acquire", &key, &["r", "o2", "7", "30000", "0"]).await);
+    assert_eq!(int(&r[0]), 0, "{r:?}");
+    let q = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o3", "9", "30000", "1"]).await);
+    assert_eq!(int(&q[0]), 0, "{q:?}");
+    let queued: Option<String> = c.hget(&key, "q:o3").await.unwrap();
+    assert!(
+        queued.is_some_and(|q| q.starts_with("0 ")),
+        "the first ticket"
+    );
+
+    // the release hands the lock to the queued writer: `g o3 9 <fence>` on the channel
+    let sub = Builder::from_config(cluster.client_config())
+        .build_subscriber_client()
+        .unwrap();
+    sub.init().await.unwrap();
+    let mut messages = sub.message_rx();
+    sub.ssubscribe(channel.as_str()).await.unwrap();
+    let rel = parts(fcall(&c, "rwlock4_release", &key, &["o1", "1"]).await);
+    assert_eq!(int(&rel[0]), 1, "{rel:?}");
+    let m = tokio::time::timeout(Duration::from_secs(5), messages.recv())
+        .await
+        .expect("a release message")
+        .unwrap();
+    let said = m.value.as_string().unwrap();
+    let handed: Vec<&str> = said.split(' ').collect();
+    assert_eq!(handed[..3], ["g", "o3", "9"], "{said}");
+    let f2: u64 = handed[3].parse().unwrap();
+    assert!(f2 > f1);
+    // the message is not a grant: the writer's next attempt under the same hold id is
+    let g2 = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o3", "9", "30000", "3"]).await);
+    assert_eq!((int(&g2[0]), text(&g2[1])), (1, f2.to_string()), "{g2:?}");
+
+    // a renewal names the holds still held; an unknown owner's are gone
+    let n = parts(fcall(&c, "rwlock4_renew", &key, &["20000", "o3 9", "o1 1"]).await);
+    assert_eq!(int(&n[0]), 1);
+    let ids = parts(n[1].clone());
+    assert_eq!(
+        (text(&ids[0]), text(&ids[1])),
+        ("9".to_string(), String::new())
+    );
+
+    // the state: one holder, its eight numbers, renewed just now with a 20 s lease
+    let st = parts(fcall(&c, "rwlock4_state", &key, &[]).await);
+    assert_eq!((int(&st[0]), text(&st[1])), (1, f2.to_string()));
+    let holder = parts(st[2].clone());
+    assert_eq!(holder.len(), 8, "{holder:?}");
+    assert_eq!(text(&holder[0]), "o3");
+    assert_eq!((int(&holder[2]), int(&holder[7])), (1, 20_000));
+    assert!(int(&holder[6]) < 5_000, "renewed ago: {holder:?}");
+
+    // guarded commands under the write hold: each reply, in order
+    let data = format!("{p}:{{doc}}:data");
+    let gd: Value = c
+        .fcall(
+            "rwlock4_guarded",
+            vec![key.as_str(), data.as_str()],
+            vec!["o3", "9", "1", "3", "SET", data.as_str(), "v"],
+        )
+        .await
+        .unwrap();
+    let gd = parts(gd);
+    assert_eq!(int(&gd[0]), 1, "{gd:?}");
+    let first = parts(parts(gd[1].clone())[0].clone());
+    assert_eq!((int(&first[0]), text(&first[1])), (0, "OK".to_string()));
+
+    // a forced release raises the fence and remembers it in `x`; the holder's release
+    // then finds nothing: {0, last fence, fence of the break}
+    let fr = parts(fcall(&c, "rwlock4_force_release", &key, &[""]).await);
+    assert_eq!(int(&fr[0]), 1);
+    assert_eq!(int(&fr[1]), 1);
+    let raised: u64 = text(&fr[2]).parse().unwrap();
+    assert!(raised > f2);
+    let gone = parts(fcall(&c, "rwlock4_release", &key, &["o3", "9"]).await);
+    assert_eq!(int(&gone[0]), 0);
+    assert_eq!(
+        (text(&gone[1]), text(&gone[2])),
+        (raised.to_string(), raised.to_string())
+    );
+    // the tombstone: the summary (and `x`) alone, nobody holds
+    let s: String = c.hget(&key, "s").await.unwrap();
+    assert_eq!(s.split(' ').nth(2), Some("0"), "{s}");
+
+    // the fenced store: a lower fence is refused
+    let store = format!("{p}:{{doc}}:store");
+    let w = parts(
+        fcall(
+            &c,
+            "rwlock4_fenced_set",
+            &store,
+            &[&raised.to_string(), "new"],
+        )
+        .await,
+    );
+    assert_eq!(int(&w[0]), 1);
+    let late = parts(fcall(&c, "rwlock4_fenced_set", &store, &[&f1.to_string(), "old"]).await);
+    assert_eq!((int(&late[0]), text(&late[1])), (0, raised.to_string()));
+
+    // a hash of the layout before: {-7, "3"}, untouched
+    let old = format!("{p}:{{doc}}:v3");
+    let _: () = c.hset(&old, ("s", "3 5 0 - 0 0 0 -")).await.unwrap();
+    let refused = parts(fcall(&c, "rwlock4_acquire", &old, &["w", "o1", "1", "30000", "0"]).await);
+    assert_eq!((int(&refused[0]), text(&refused[1])), (-7, "3".to_string()));
+
+    let _: i64 = c.del(vec![key.clone(), data, store, old]).await.unwrap();
+    let _ = sub.quit().await;
+    let _ = c.quit().await;
+}
