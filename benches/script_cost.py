@@ -3,13 +3,14 @@
 
 Starts one `redis-server` (cluster mode, all slots) under valgrind's callgrind, which
 counts instructions: unlike time, the count does not depend on what else the machine
-is doing. Sends N uncontended cycles, pipelined, of
-  - cluster-rwlock: acquire (write) + release, the scripts as the client loads them
-    (assembled from src/lua in the order of the `lua!` macro in src/scripts/mod.rs);
-  - floor: two scripts that make the same Redis calls as the fast paths (EXISTS, TIME,
-    HSET, PEXPIRE; HMGET, DEL) with no logic around them;
-  - the same floor as two Redis functions called by FCALL (what functions in place of
-    EVALSHA would save);
+is doing. Sends N uncontended cycles, pipelined, each on a lock's tombstone (every key
+had one cycle before the counted one, as in B1, where a task takes its lock again and
+again), of
+  - cluster-rwlock: acquire (write) + release, FCALLs of the function library as the
+    client loads it (assembled from src/lua in the order of `library_text!` in
+    src/scripts/library.rs);
+  - floor: two functions that make the same Redis calls as the fast paths (HGET, TIME,
+    HSET; HGET, HSET) with no logic around them;
   - rslock's cycle: SET NX PX + its unlock script (GET, DEL);
 and prints the server's instructions per cycle for each (whole process: parsing,
 commands, replies), round by round, and the ratios to rslock.
@@ -30,39 +31,35 @@ import time
 
 import redis
 
-LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "lua")
+HERE = os.path.dirname(os.path.abspath(__file__))
+LUA = os.path.join(HERE, "..", "src", "lua")
+LIBRARY_RS = os.path.join(HERE, "..", "src", "scripts", "library.rs")
 UNLOCK = 'if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
-FLOOR_ACQUIRE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local time = redis.call('TIME')
-  local d = time[1] .. '000'
-  redis.call('HSET', KEYS[1], 's', '3 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 -',
-    'o:' .. ARGV[2], 'w' .. ARGV[3] .. ':' .. d .. ':' .. d, 'w', ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+# layout 4's fast paths' calls on a tombstone, no logic: one library of two functions
+FLOOR_FUNCTIONS = """#!lua name=floor
+redis.register_function('floor_acquire', function(KEYS, ARGV)
+  redis.call('HGET', KEYS[1], 's')
+  local t = redis.call('TIME')
+  local d = t[1] .. '000'
+  redis.call('HSET', KEYS[1], 's', '4 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 - ' .. d ..
+    ' w' .. ARGV[3] .. ':' .. d .. ':' .. d .. ':30000 ' .. ARGV[2])
   return {1, d}
-end
-return {0}
+end)
+redis.register_function('floor_release', function(KEYS, ARGV)
+  local s = redis.call('HGET', KEYS[1], 's')
+  redis.call('HSET', KEYS[1], 's', '4 ' .. string.sub(tostring(s), 3, 18) .. ' 0 - 0 0 0 - 1')
+  return {1}
+end)
 """
-FLOOR_RELEASE = """
-redis.call('HMGET', KEYS[1], 's', 'o:' .. ARGV[1])
-redis.call('DEL', KEYS[1])
-return {1}
-"""
 
 
-# the floor's two scripts as one library of functions (FUNCTION LOAD, FCALL)
-FLOOR_FUNCTIONS = (
-    "#!lua name=floor\n"
-    "redis.register_function('floor_acquire', function(KEYS, ARGV)\n%s\nend)\n"
-    "redis.register_function('floor_release', function(KEYS, ARGV)\n%s\nend)\n"
-) % (FLOOR_ACQUIRE, FLOOR_RELEASE)
-
-
-def lock_script(owner_arg, fast, file):
-    """A script as `Scripts::new` builds it (PUBLISH line, then the `lua!` macro)."""
-    parts = ["layout.lua", fast, "head.lua", "lib.lua", file]
-    text = "\n".join(open(os.path.join(LUA, p)).read() for p in parts)
-    return "local PUBLISH = 'spublish'\nlocal OWNER_ARG = %d\n%s" % (owner_arg, text)
+def library():
+    """The library as `LIBRARY` in src/scripts/library.rs is built: its first lines, then
+    the files its `library_text!` macro includes, in that order."""
+    import re
+    files = re.findall(r'include_str!\("\.\./lua/([a-z_]+\.lua)"\)', open(LIBRARY_RS).read())
+    head = "#!lua name=cluster_rwlock_4\nlocal PREFIX = 'rwlock4_'\nlocal GENERAL_ONLY = false\n"
+    return head + "\n".join(open(os.path.join(LUA, f)).read() for f in files)
 
 
 def main():
@@ -106,27 +103,17 @@ def main():
             if b"cluster_state:ok" in r.execute_command("CLUSTER", "INFO"):
                 break
             time.sleep(0.1)
-        ours = (r.script_load(lock_script(2, "fast_acquire.lua", "acquire.lua")),
-                r.script_load(lock_script(1, "fast_release.lua", "release.lua")))
-        floor = (r.script_load(FLOOR_ACQUIRE), r.script_load(FLOOR_RELEASE))
-        unlock = r.script_load(UNLOCK)
+        r.execute_command("FUNCTION", "LOAD", "REPLACE", library())
         r.execute_command("FUNCTION", "LOAD", "REPLACE", FLOOR_FUNCTIONS)
+        unlock = r.script_load(UNLOCK)
 
-        def lock_cycles(shas, prefix, base):
+        def lock_cycles(names, prefix, base):
             out = []
             for i in range(base, base + a.n):
                 key, owner = "%s:{n%d}" % (prefix, i), "owner-%d" % i
                 # as the client sends them: one key; mode, owner, hold id, lease, intent
-                out.append(("EVALSHA", shas[0], 1, key, "w", owner, str(i + 1), "30000", "1"))
-                out.append(("EVALSHA", shas[1], 1, key, owner, str(i + 1)))
-            return out
-
-        def function_cycles(prefix, base):
-            out = []
-            for i in range(base, base + a.n):
-                key, owner = "%s:{n%d}" % (prefix, i), "owner-%d" % i
-                out.append(("FCALL", "floor_acquire", 1, key, "w", owner, str(i + 1), "30000", "1"))
-                out.append(("FCALL", "floor_release", 1, key, owner, str(i + 1)))
+                out.append(("FCALL", names[0], 1, key, "w", owner, str(i + 1), "30000", "1"))
+                out.append(("FCALL", names[1], 1, key, owner, str(i + 1)))
             return out
 
         def rslock_cycles(base):
@@ -148,13 +135,16 @@ def main():
                 assert all(x in (True, 1) or (isinstance(x, list) and x[0] == 1) for x in replies), replies[:4]
             return instructions() / a.n
 
-        rows = {"cluster-rwlock": [], "floor (same calls, no logic)": [],
-                "floor as functions (FCALL)": [], "rslock": []}
+        ours = ("rwlock4_acquire", "rwlock4_release")
+        floor = ("floor_acquire", "floor_release")
+        rows = {"cluster-rwlock": [], "floor (same calls, no logic)": [], "rslock": []}
         for k in range(a.rounds):
             base = (k + 1) * 10 * a.n
+            # a first cycle on every key leaves the tombstone the counted one starts from
+            per_cycle(lock_cycles(ours, "rwlock", base))
             rows["cluster-rwlock"].append(per_cycle(lock_cycles(ours, "rwlock", base)))
+            per_cycle(lock_cycles(floor, "floor", base))
             rows["floor (same calls, no logic)"].append(per_cycle(lock_cycles(floor, "floor", base)))
-            rows["floor as functions (FCALL)"].append(per_cycle(function_cycles("ffloor", base)))
             rows["rslock"].append(per_cycle(rslock_cycles(base)))
         later = slice(1, None) if a.rounds > 1 else slice(None)
         rs = sum(rows["rslock"][later]) / len(rows["rslock"][later])

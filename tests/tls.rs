@@ -279,6 +279,12 @@ async fn the_test_beds_tls_cluster_with_an_acl_file_serves_the_least_privilege_u
     ))
     .await;
     assert!(plain.is_err(), "plaintext to a TLS port connected");
+    // the user may call the lock's functions, not load them: the operator's setup first,
+    // as the default user, over TLS
+    let loaded = LockClient::setup(&common::config(&cluster))
+        .await
+        .expect("setup over TLS");
+    assert_eq!(loaded.len(), 3, "{loaded:?}");
     let mtls = LockClient::connect(config().tls_client_auth(
         tls.client_cert_pem().as_bytes().to_vec(),
         tls.client_key_pem().as_bytes().to_vec(),

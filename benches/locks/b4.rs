@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cluster_rwlock::{LockClient, LockConfig};
 
-use super::common::{arg, evalsha_calls, Bench, BoxError};
+use super::common::{arg, function_calls, Bench, BoxError};
 
 /// `owners` owners on one client, one lock: write, hold 2 ms, release. Returns the grants
 /// per owner and the client's stats.
@@ -54,11 +54,11 @@ pub(crate) async fn b4(b: &mut Bench) -> Result<(), BoxError> {
     let client = b.client("b4", |c| c).await?;
     client.rwlock("res")?.write().await?.release().await?; // warm-up grant
     let before = client.stats();
-    let server_before = evalsha_calls(client.redis()).await?;
+    let server_before = function_calls(client.redis()).await?;
     let began = Instant::now();
     let (grants, after) = b4_run(&client, 16, b.secs(6)).await?;
     let elapsed = began.elapsed().as_secs_f64();
-    let server = evalsha_calls(client.redis()).await? - server_before;
+    let server = function_calls(client.redis()).await? - server_before;
     let total: u64 = grants.iter().sum();
     let attempts = (after.attempts - before.attempts) as f64 / total as f64;
     b.report(
@@ -70,7 +70,7 @@ pub(crate) async fn b4(b: &mut Bench) -> Result<(), BoxError> {
     );
     b.report(
         "B4",
-        "server EVALSHA per grant (acquire + release + renew)",
+        "server FCALL per grant (acquire + release + renew)",
         server as f64 / total as f64,
         "",
         "",

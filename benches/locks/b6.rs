@@ -5,7 +5,7 @@
 //! read holds on one name (owners h0..hn, lease 6 s, so it renews every 2 s); right after
 //! one of its renewal rounds, the stats of the lock's master are reset and another client
 //! runs try_read + release cycles for 1.5 s (no renewal falls in that window): server µs
-//! per script call (`INFO commandstats`, EVALSHA usec/calls) and the cycle's p50. Before
+//! per function call (`INFO commandstats`, FCALL usec/calls) and the cycle's p50. Before
 //! that, the server time of a renewal round of the n owners (the mean of three).
 
 use std::time::{Duration, Instant};
@@ -39,12 +39,12 @@ async fn master_of(client: &Client, slot: u16) -> Result<Client, BoxError> {
     Err(format!("no master for slot {slot}").into())
 }
 
-/// EVALSHA (calls, usec) on one node since its last CONFIG RESETSTAT.
-async fn evalsha_stats(node: &Client) -> Result<(u64, u64), BoxError> {
+/// FCALL (calls, usec) on one node since its last CONFIG RESETSTAT.
+async fn fcall_stats(node: &Client) -> Result<(u64, u64), BoxError> {
     let info: String = node.info(Some(fred::types::InfoKind::CommandStats)).await?;
     let line = info
         .lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .find(|l| l.starts_with("cmdstat_fcall:"))
         .unwrap_or("");
     let field = |name: &str| -> u64 {
         line.split(name)
@@ -126,7 +126,7 @@ pub async fn b6(b: &mut Bench) -> Result<(), BoxError> {
         for _ in 0..3 {
             next_round(&holders).await?;
         }
-        let (renew_calls, renew_usec) = evalsha_stats(&node).await?;
+        let (renew_calls, renew_usec) = fcall_stats(&node).await?;
         let renew_usec = renew_usec as f64 / 3.0;
 
         // the probe, right after a round: the next one is 2 s away
@@ -142,7 +142,7 @@ pub async fn b6(b: &mut Bench) -> Result<(), BoxError> {
             }
             lat.push(t0.elapsed().as_secs_f64() * 1000.0);
         }
-        let (calls, usec) = evalsha_stats(&node).await?;
+        let (calls, usec) = fcall_stats(&node).await?;
         lat.sort_by(f64::total_cmp);
         let per_call = usec as f64 / calls.max(1) as f64;
         b.report(

@@ -107,9 +107,9 @@ pub(crate) async fn node_client(host: &str, port: u16) -> Result<Client, BoxErro
     Ok(c)
 }
 
-/// EVALSHA calls recorded by every master.
-pub(crate) async fn evalsha_calls(client: &Client) -> Result<u64, BoxError> {
-    command_calls(client, "evalsha").await
+/// FCALL calls recorded by every master.
+pub(crate) async fn function_calls(client: &Client) -> Result<u64, BoxError> {
+    command_calls(client, "fcall").await
 }
 
 /// Calls of `command` (lower case, as `INFO commandstats` names it) recorded by every

@@ -30,7 +30,8 @@ pub(crate) fn cmdstats<'a>(
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Sample {
     /// Sum over the masters of `INFO commandstats` usec of the commands clients send
-    /// (EVALSHA, EVAL, SET: the calls a script makes are inside its time).
+    /// (FCALL, EVALSHA, EVAL, SET: the calls a function or script makes are inside its
+    /// time).
     pub(crate) command_us: f64,
     /// Sum over the nodes of `INFO cpu` used_cpu_user + used_cpu_sys, in µs.
     pub(crate) server_cpu_us: f64,
@@ -88,7 +89,9 @@ impl Probe {
                 .unwrap_or_default();
             if *master {
                 s.command_us += cmdstats(&info, "usec")
-                    .filter(|(name, _)| ["evalsha", "evalsha_ro", "eval", "set"].contains(name))
+                    .filter(|(name, _)| {
+                        ["fcall", "fcall_ro", "evalsha", "evalsha_ro", "eval", "set"].contains(name)
+                    })
                     .map(|(_, usec)| usec)
                     .sum::<f64>();
             }
