@@ -3,7 +3,7 @@
 //! with a member there takes its members one by one instead of all at once (an
 //! all-at-once round that finds a member busy must give back the members after it,
 //! which costs more than it saves under contention), and a waiter's first attempt there
-//! skips the acquire script's path for a free lock (which would most likely fall
+//! skips the acquire function's path for a free lock (which would most likely fall
 //! through).
 //!
 //! A fixed table of buckets (a slot's bucket is `slot % BUCKETS`), each the time of the

@@ -17,7 +17,7 @@
 
 use crate::error::{Error, Result};
 
-/// An owner token is 1 to 256 bytes without whitespace (the scripts split on spaces).
+/// An owner token is 1 to 256 bytes without whitespace (the functions split on spaces).
 pub(crate) fn check_owner(owner: &str) -> Result<()> {
     if owner.is_empty() || owner.len() > 256 || owner.contains(char::is_whitespace) {
         return Err(Error::InvalidOwner(format!(

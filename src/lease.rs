@@ -24,7 +24,7 @@ use crate::sync::lock;
 pub(crate) struct HoldState {
     lost: watch::Sender<bool>,
     /// An upgrade or a conversion of this hold is under way: a renewal that misses it may
-    /// have run after the script that replaced it, before its reply came back, and
+    /// have run after the call that replaced it, before its reply came back, and
     /// proves nothing (its belief deadline still holds).
     converting: std::sync::atomic::AtomicBool,
     /// The belief deadline, in ns after `origin` (local monotonic clock): it only moves
@@ -230,7 +230,7 @@ impl Keeper {
         }
     }
 
-    /// Every lock with its owners' holds, at most `chunk` owners per entry (one script
+    /// Every lock with its owners' holds, at most `chunk` owners per entry (one function call
     /// call each).
     pub fn snapshot(&self, chunk: usize) -> Vec<(Arc<str>, OwnerHolds)> {
         let map = self.map();
@@ -389,7 +389,7 @@ mod tests {
         let (k, o) = (arc("k"), arc("o"));
         let (from, _) = put(&keeper, &k, &o, 1, Instant::now());
         from.set_converting(true);
-        // the renewal ran after the conversion script replaced hold 1 by hold 2
+        // the renewal ran after the conversion function replaced hold 1 by hold 2
         keeper.renewed(
             &k,
             &vec![(o.clone(), vec![1])],

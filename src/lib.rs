@@ -142,7 +142,7 @@
 //!   behind.
 //! - **What a timeout bounds.** A timeout bounds the wait for the lock, not the first
 //!   attempt: however short it is (zero too), one attempt is made in full (subscribing,
-//!   the script and its confirmation), so zero means "one attempt now", as `try_*`, and a
+//!   the call and its confirmation), so zero means "one attempt now", as `try_*`, and a
 //!   grant won in time is never thrown away because its round trip outlasted the
 //!   timeout. Later attempts and the waiting between them stop at the timeout.
 //! - **No call hangs.** `*_timeout` returns within its time (within 100 ms for a shorter
@@ -191,7 +191,7 @@
 //!   owner, with a `WAIT` on the target. Until that renewal is confirmed (one round
 //!   trip after the client learns of the move), a failover of the target could promote
 //!   a replica without the hash. While a slot is half migrated, calls follow `ASK` to
-//!   the importing node (with `ASKING` in the same pipeline as the script and its
+//!   the importing node (with `ASKING` in the same pipeline as the call and its
 //!   `WAIT`).
 //! - **Eviction.** A master with a memory limit and a policy other than `noeviction`
 //!   may evict a lock's hash (every policy may: the hash has a TTL), and with it live
@@ -280,9 +280,11 @@
 //! dependency of this one.
 //!
 //! # Layout
-//! The hash layout and the scripts' rules are written down in `docs/PROTOCOL.md`
-//! (in the repository). Inside, one
-//! type per lock makes the calls of the scripts (route, script, typed reply); the
+//! The lock is a Redis Functions library (`cluster_rwlock_4`, loaded by every client
+//! that may, or once by `cluster-rwlock setup`: [`LockClient::setup`]); its functions,
+//! the hash layout and the rules a client must follow are written down in
+//! `docs/PROTOCOL.md` (in the repository). Inside, one
+//! type per lock makes the calls of the functions (route, `FCALL`, typed reply); the
 //! waiting, hand-offs, confirmation and clean-up sit above it, and [`RwLock`] and the
 //! guards above those.
 #![deny(missing_docs)]

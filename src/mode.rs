@@ -36,7 +36,7 @@ impl Mode {
         }
     }
 
-    /// The letter the scripts take (`ARGV`).
+    /// The letter the functions take (`ARGV`).
     pub(crate) fn arg(self) -> &'static str {
         match self {
             Mode::Read => "r",

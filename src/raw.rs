@@ -1,4 +1,4 @@
-//! The raw lock: one lock on one client's connections, and one call per script, each
+//! The raw lock: one lock on one client's connections, and one call per function, each
 //! routed to the node that serves the lock's slot, sent (with its `WAIT` where the call
 //! grants or renews) and read into a typed reply. Nothing here waits, retries a refusal
 //! or cleans up: that is the policy above it.
@@ -11,7 +11,7 @@
 //!   acquire                 the waiting policy: attempts, messages,      (acquire/)
 //!        |                  hand-offs, clean-up; over a Seam (RawLock, or
 //!        |                  the unit tests' fake); lease book, renewals  (lease.rs, renewal.rs)
-//!   RawLock                 one call per script: route, script, reply;   (raw.rs)
+//!   RawLock                 one call per function: route, script, reply;   (raw.rs)
 //!        |                  the calls on no lock of the caller's         (routed.rs)
 //!        |                  (fenced store, renewals); confirmation: Op   (shared.rs)
 //!        |
@@ -33,7 +33,7 @@ use crate::scripts::{Attempt, Intent, RawState, Released};
 use crate::shared::{Op, Shared};
 use crate::slot;
 
-/// One script call on a lock, the body every call of [`RawLock`] shares: routed to the
+/// One function call on a lock, the body every call of [`RawLock`] shares: routed to the
 /// node that serves its slot and sent again through redirects within the command
 /// timeout ([`RawLock::call`]), its target built by [`Shared::on`] (which decides its
 /// confirmation from `op`), and for an attempt (acquire, upgrade) of a lock that is
@@ -275,7 +275,7 @@ impl RawLock {
     /// may have lost the hold, never that all was well when that is not known. `direct`:
     /// straight on the connection, not through the lane (see
     /// [`give_back`](Self::give_back)). `others`: the grant said that others held or
-    /// waited, so the script skips its path for a lone holder (which would most likely
+    /// waited, so the function skips its path for a lone holder (which would most likely
     /// fall through).
     async fn release(
         &self,
@@ -288,7 +288,7 @@ impl RawLock {
     ) -> Result<bool> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
-        // a sending is "in flight" until its reply says whether the script ran
+        // a sending is "in flight" until its reply says whether the function ran
         let (in_flight, unsure) = (AtomicBool::new(false), AtomicBool::new(false));
         let found = inner
             .call_within(self.slot, budget, |c| {
@@ -330,7 +330,7 @@ impl RawLock {
     /// Runs `commands` on keys of the lock's slot while hold `id` of `owner` is on the
     /// server (`lua/guarded.lua`), confirmed by the replicas (see
     /// [`Scripts::guarded`](crate::scripts::Scripts::guarded)). Sent again only after a
-    /// redirect (the script did not run there): after a sending that got no answer, the
+    /// redirect (the function did not run there): after a sending that got no answer, the
     /// commands may have run, and running them twice could write twice, so the call
     /// fails with [`Error::Unavailable`] instead.
     pub async fn guarded(
@@ -366,7 +366,7 @@ impl RawLock {
         })
         .await;
         match outcome {
-            // the budget ran out on an error that does not say whether the script ran (a
+            // the budget ran out on an error that does not say whether the function ran (a
             // connection lost, CLUSTERDOWN, a node that did not answer): an unknown
             // outcome, which is `Unavailable`, whatever the last error was. A refused
             // permission is the server's word that nothing ran, and stays one.
@@ -444,7 +444,7 @@ pub(crate) enum GiveBack {
     },
 }
 
-/// A reply that is a redirect (`MOVED`, `ASK`): the script did not run on that node.
+/// A reply that is a redirect (`MOVED`, `ASK`): the function did not run on that node.
 fn redirected<T>(reply: &Result<T>) -> bool {
     matches!(reply, Err(e) if e.server().is_some_and(crate::error::ServerError::is_redirect))
 }

@@ -46,7 +46,7 @@ pub(crate) fn start(inner: &Arc<Shared>) {
 
 /// Renews `items` within `budget`: one pipeline per node, all nodes at once, so that a
 /// node that does not answer delays only its own locks; an item whose pipeline failed
-/// (NOSCRIPT, a node that hung or lost its slots) is renewed again on its own, routed
+/// (a library missing, a node that hung or lost its slots) is renewed again on its own, routed
 /// afresh, with the time left.
 async fn renew_all(
     inner: &Arc<Shared>,
@@ -118,13 +118,13 @@ async fn renew_all(
         .collect()
 }
 
-/// Owners of one lock renewed by one script call, at most.
+/// Owners of one lock renewed by one function call, at most.
 const RENEW_CHUNK: usize = 500;
 
 /// One renewal round over every held lock.
 async fn renew_round(inner: &Arc<Shared>, budget: Duration) {
     let keeper = &inner.keeper;
-    // at most RENEW_CHUNK owners per script call: none holds the server for long
+    // at most RENEW_CHUNK owners per function call: none holds the server for long
     let snapshot = keeper.snapshot(RENEW_CHUNK);
     if !snapshot.is_empty() {
         keeper.rounds.fetch_add(1, Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! The script calls that are not about one lock of the caller's, at the raw lock's
+//! The function calls that are not about one lock of the caller's, at the raw lock's
 //! level and through the same door ([`Shared::on`] and [`Shared::confirm`], whose
 //! confirmation [`Op`] decides): the fenced store's write, and the renewals of the
 //! client's renewal task (one lock's, or a node's batch in one pipeline).

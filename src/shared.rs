@@ -1,5 +1,5 @@
 //! What every lock of a client shares: the cluster's connections and subscriptions, the
-//! scripts, the renewal book, the counters and the configuration.
+//! function library, the renewal book, the counters and the configuration.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use crate::lease::Keeper;
 use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
-/// Every script call, by what it does. Which of them count only once the replicas have
+/// Every function call, by what it does. Which of them count only once the replicas have
 /// their writes is decided here, once ([`Op::confirmed`]), for every caller: the raw
 /// lock, the renewals and the fenced store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +132,7 @@ impl Shared {
         self.cluster.closed()
     }
 
-    /// How script call `op` on a lock in `slot` is confirmed (see [`Durability`]): the
+    /// How function call `op` on a lock in `slot` is confirmed (see [`Durability`]): the
     /// WAIT to send after it, never past `deadline`; `None` for no WAIT (a call that is
     /// not confirmed, the weaker mode, or a master that has no replica that could be
     /// promoted).

@@ -25,7 +25,7 @@ pub(crate) use seam::{Seam, Wakes};
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What a timeout bounds: the wait for the lock, not the first attempt. However short
-/// the timeout (zero too), the first attempt (subscribing, the script, its confirmation)
+/// the timeout (zero too), the first attempt (subscribing, the call, its confirmation)
 /// is made in full, within this long at least: zero means one attempt now, as `try_*`,
 /// and a grant won in time is never thrown away because its round trip outlasted the
 /// timeout. It is still short enough that a `*_timeout` call returns soon while the
@@ -84,7 +84,7 @@ pub(crate) struct Acquired {
     /// When the call that won it was sent: its lease counts from then.
     pub sent: Instant,
     /// The grant said that another owner held, or someone waited, right after it: the
-    /// release skips the script's path for a lone holder (see `Attempt::Granted`).
+    /// release skips the function's path for a lone holder (see `Attempt::Granted`).
     pub others: bool,
 }
 
@@ -288,7 +288,7 @@ async fn wait_loop<L: Seam>(
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
     // the last attempt found the lock busy, or this client lately found its slot busy or
-    // shared: the next attempt skips the script's fast path (for a free lock), which would
+    // shared: the next attempt skips the function's fast path (for a free lock), which would
     // most likely fall through
     let mut busy = lock.contended_lately();
     loop {
@@ -389,7 +389,7 @@ async fn wait_loop<L: Seam>(
 }
 
 /// One attempt (`wait`: the caller waits if it fails; `busy`: its last attempt found the
-/// lock busy, so the script's path for a free lock is skipped). Cancel safety comes from the
+/// lock busy, so the function's path for a free lock is skipped). Cancel safety comes from the
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
 /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
 /// so a grant that lands for a caller who is gone is released at once (and a queued

@@ -25,7 +25,7 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     /// A hold id never used before by this client.
     fn next_hold_id(&self) -> u64;
     /// Whether this client lately found the lock's slot busy or shared (see
-    /// `contention`): a waiter's first attempt then skips the script's fast path.
+    /// `contention`): a waiter's first attempt then skips the function's fast path.
     fn contended_lately(&self) -> bool;
     /// An attempt found the lock busy, or shared after its grant.
     fn mark_contended(&self);

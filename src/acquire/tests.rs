@@ -280,7 +280,7 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
     // the message only woke it: the grant is its own attempt's, under the same id
     assert_eq!(g.expect("handed over").fence, 11);
     assert_eq!(waited, Duration::from_millis(15));
-    // the attempt after a busy one skips the script's path for a free lock
+    // the attempt after a busy one skips the function's path for a free lock
     assert_eq!(
         lock.calls(),
         vec![

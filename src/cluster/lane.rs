@@ -1,13 +1,13 @@
-//! How script calls reach a node: one lane per connection, which sends the calls that
+//! How function calls reach a node: one lane per connection, which sends the calls that
 //! come while its previous batch is on the wire as ONE pipeline, confirmed by ONE `WAIT`
 //! (group commit: many writes, one flush). The connection half of the transport; the
-//! script half (arguments, `NOSCRIPT`, replies) is `scripts`.
+//! function half (arguments, a library missing, replies) is `scripts`.
 //!
-//! A lane is the only way script calls reach its connection, so they reach the server
+//! A lane is the only way function calls reach its connection, so they reach the server
 //! in the order they were made (a lock's calls always use the same connection: see
 //! [`Node::lane`](super::node::Node::lane)). A lone call is sent at once: no
 //! timer, no added latency. Calls that come while a batch is on the wire wait for it
-//! and go together in the next: `([ASKING] EVALSHA)... [WAIT n t]`, the `WAIT` when any
+//! and go together in the next: `([ASKING] FCALL)... [WAIT n t]`, the `WAIT` when any
 //! of them asks for confirmation. `WAIT` confirms every write made before it on its
 //! connection, so one `WAIT` confirms the whole batch. Calls that are to share a batch
 //! (a multi-lock's attempts at its members) are built into a [`Gather`], then sent:
@@ -16,7 +16,7 @@
 //!
 //! # Why no connection proof is needed
 //! A `WAIT` sent on a NEW connection counts none of the writes made on the old one
-//! (a new connection has written nothing, and `WAIT` returns at once): an `EVALSHA`
+//! (a new connection has written nothing, and `WAIT` returns at once): an `FCALL`
 //! answered on one connection and a `WAIT` answered on another would confirm nothing.
 //! That cannot happen here, for two reasons the connection's configuration fixes (see
 //! `node::Connector`, whose unit test checks it):
@@ -27,7 +27,7 @@
 //!   reconnection is queued behind it): the commands after a loss find no connection and
 //!   fail.
 //!
-//! So an `EVALSHA` and the `WAIT` after it that both have a reply ran on the same
+//! So an `FCALL` and the `WAIT` after it that both have a reply ran on the same
 //! connection, in that order, and no `CLIENT ID` around a batch is needed to prove it
 //! at run time (two commands a batch saved). A second guard: the commands of a pipeline
 //! share one reply channel, and the first error fails the whole pipeline (`try_all`
@@ -70,7 +70,7 @@ pub(crate) struct Confirm {
 /// A call's reply, or the error that stands for it.
 pub(crate) type Reply = std::result::Result<Value, fred::error::Error>;
 
-/// The replies of a send (one per `EVALSHA`, in order), the replicas that acknowledged
+/// The replies of a send (one per `FCALL`, in order), the replicas that acknowledged
 /// the batch it went in (`None`: no `WAIT` was sent, or the batch failed as a whole),
 /// and the replicas the master reported attached right after (`None`: not asked, or
 /// not readable).
@@ -100,7 +100,7 @@ impl Batch {
     }
 }
 
-/// One send: its `EVALSHA` calls (each: sha, key count, keys, args), whether `ASKING`
+/// One send: its `FCALL` calls (each: function, key count, keys, args), whether `ASKING`
 /// goes before each, the confirmation it needs, and where its replies go.
 struct Job {
     calls: Vec<Vec<Value>>,
@@ -109,7 +109,7 @@ struct Job {
     done: oneshot::Sender<Batch>,
 }
 
-/// At most this many `EVALSHA` calls in one pipeline: a batch holds the connection for
+/// At most this many `FCALL` calls in one pipeline: a batch holds the connection for
 /// a bounded time, and the jobs after it go in the next.
 const MAX_CALLS: usize = 256;
 

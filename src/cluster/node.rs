@@ -187,7 +187,7 @@ impl Node {
         &self.clients[usize::from(slot) % self.clients.len()]
     }
 
-    /// The lane of [`client`](Self::client)`(slot)`: every script call of `slot` takes it.
+    /// The lane of [`client`](Self::client)`(slot)`: every function call of `slot` takes it.
     pub fn lane(&self, slot: u16) -> &Lane {
         &self.lanes[usize::from(slot) % self.lanes.len()]
     }

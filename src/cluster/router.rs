@@ -42,7 +42,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 pub(crate) struct Link {
     /// The connection to the node.
     pub client: Client,
-    /// Its lane, which every script call takes.
+    /// Its lane, which every function call takes.
     pub lane: Lane,
     /// The node is the target of an `ASK` redirect: `ASKING` must come right before the
     /// command (in the same pipeline: Redis clears the flag after the next command).

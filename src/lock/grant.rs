@@ -29,7 +29,7 @@ pub struct Grant {
 
 impl Grant {
     /// Redis commands on keys of this lock's slot that run only while this hold is on
-    /// the server: the check and the commands are one script on one node, so a hold
+    /// the server: the check and the commands are one function call on one node, so a hold
     /// that is gone (its lease ran out by the server's clock, broken by
     /// [`force_release`](crate::LockClient::force_release), lost in a failover) writes
     /// NOTHING, and the call is [`Error::LockLost`](crate::Error::LockLost). Writes need

@@ -85,8 +85,8 @@ const COMMANDS: &[(&str, bool, Keys)] = &[
 ];
 
 /// The most words (the command's name and its arguments) one guarded command may have:
-/// the script hands a command's words to Redis as the arguments of one call, and Lua
-/// cannot pass many more than 8,000 (a longer command would fail the script after the
+/// the function hands a command's words to Redis as the arguments of one call, and Lua
+/// cannot pass many more than 8,000 (a longer command would fail the function after the
 /// commands before it ran).
 pub const MAX_WORDS: usize = 4096;
 
@@ -251,7 +251,7 @@ impl Reply {
 
 /// Commands to run while a hold is on the server, made by [`Grant::guarded`]: add
 /// commands with [`command`](Self::command) (or the shorthands), then
-/// [`run`](Self::run) them, all in one script on the lock's node.
+/// [`run`](Self::run) them, all in one function call on the lock's node.
 ///
 /// ```no_run
 /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -372,7 +372,7 @@ impl<'a> Guarded<'a> {
         self.command("DEL", [key])
     }
 
-    /// Runs the commands in one script on the lock's node, after checking there that the
+    /// Runs the commands in one function call on the lock's node, after checking there that the
     /// hold is still there and its lease, by the server's clock, has not run out: each
     /// command's reply, in order ([`Reply::Error`] for a command that failed: the others
     /// ran, as in `MULTI`/`EXEC`).

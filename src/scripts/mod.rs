@@ -81,7 +81,7 @@ pub(crate) enum Intent {
     Wait,
     /// Granted only if the owner holds already (reentrant on purpose); never waits.
     Again,
-    /// As `Wait`, from a caller whose last attempt found the lock busy: the script skips
+    /// As `Wait`, from a caller whose last attempt found the lock busy: the function skips
     /// its fast path (for a free lock), whose read would be wasted (one call less per
     /// attempt of a waiter).
     WaitBusy,
