@@ -35,22 +35,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LUA = os.path.join(HERE, "..", "src", "lua")
 LIBRARY_RS = os.path.join(HERE, "..", "src", "scripts", "library.rs")
 UNLOCK = 'if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
-# layout 4's fast paths' calls on a tombstone, no logic: one library of two functions
-FLOOR_FUNCTIONS = """#!lua name=floor
-redis.register_function('floor_acquire', function(KEYS, ARGV)
-  redis.call('HGET', KEYS[1], 's')
-  local t = redis.call('TIME')
-  local d = t[1] .. '000'
-  redis.call('HSET', KEYS[1], 's', '4 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 - ' .. d ..
-    ' w' .. ARGV[3] .. ':' .. d .. ':' .. d .. ':30000 ' .. ARGV[2])
-  return {1, d}
-end)
-redis.register_function('floor_release', function(KEYS, ARGV)
-  local s = redis.call('HGET', KEYS[1], 's')
-  redis.call('HSET', KEYS[1], 's', '4 ' .. string.sub(tostring(s), 3, 18) .. ' 0 - 0 0 0 - 1')
-  return {1}
-end)
-"""
+# layout 4's fast paths' calls on a tombstone, no logic: one library of two functions,
+# the same file that benches/peers runs as its floor
+FLOOR_FUNCTIONS = open(os.path.join(HERE, "floor.lua")).read()
 
 
 def library():

@@ -55,27 +55,35 @@ impl TestCluster {
         Ok(out)
     }
 
-    /// The keys matching `pattern` on each master that is up, with its port.
-    async fn keys_on_masters(
-        &self,
-        pattern: &str,
-    ) -> Result<Vec<(u16, Vec<String>)>, TestkitError> {
+    /// The plain ports of the nodes that are up and say they are masters.
+    async fn master_ports(&self) -> Result<Vec<u16>, TestkitError> {
         let mut out = Vec::new();
         for node in &self.nodes {
             if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
                 continue;
             }
             let lines = admin::cluster_nodes(node.info.port).await?;
-            if !lines
+            if lines
                 .iter()
                 .any(|l| l.flags.contains("myself") && l.is_master())
             {
-                continue;
+                out.push(node.info.port);
             }
-            let reply = admin::call(node.info.port, "KEYS", vec![pattern.to_string()]).await?;
+        }
+        Ok(out)
+    }
+
+    /// The keys matching `pattern` on each master that is up, with its port.
+    async fn keys_on_masters(
+        &self,
+        pattern: &str,
+    ) -> Result<Vec<(u16, Vec<String>)>, TestkitError> {
+        let mut out = Vec::new();
+        for port in self.master_ports().await? {
+            let reply = admin::call(port, "KEYS", vec![pattern.to_string()]).await?;
             if let fred::prelude::Value::Array(keys) = reply {
                 let keys = keys.into_iter().filter_map(|k| k.into_string()).collect();
-                out.push((node.info.port, keys));
+                out.push((port, keys));
             }
         }
         Ok(out)
@@ -141,19 +149,9 @@ impl TestCluster {
         args: &[&str],
     ) -> Result<Vec<(u16, Result<fred::prelude::Value, TestkitError>)>, TestkitError> {
         let mut out = Vec::new();
-        for node in &self.nodes {
-            if *node.down.lock().unwrap_or_else(|e| e.into_inner()) {
-                continue;
-            }
-            let lines = admin::cluster_nodes(node.info.port).await?;
-            if !lines
-                .iter()
-                .any(|l| l.flags.contains("myself") && l.is_master())
-            {
-                continue;
-            }
+        for port in self.master_ports().await? {
             let args = args.iter().map(|a| a.to_string()).collect();
-            out.push((node.info.port, admin::call(node.info.port, cmd, args).await));
+            out.push((port, admin::call(port, cmd, args).await));
         }
         Ok(out)
     }

@@ -166,21 +166,7 @@ pub(crate) async fn rds_lock_rate(
 /// paths make them (`HGET`, `TIME`, `HSET`; `HGET`, `HSET`), as two functions of a
 /// library of their own, with no logic around them: the floor of this hash layout on
 /// this server.
-pub(crate) const FLOOR_LIBRARY: &str = r"#!lua name=cluster_rwlock_floor
-redis.register_function('floor_acquire', function(KEYS, ARGV)
-  redis.call('HGET', KEYS[1], 's')
-  local t = redis.call('TIME')
-  local d = t[1] .. '000'
-  redis.call('HSET', KEYS[1], 's', '4 ' .. d .. ' 1 ' .. d .. ' ' .. d .. ' 0 0 - ' .. d ..
-    ' w' .. ARGV[2] .. ':' .. d .. ':' .. d .. ':30000 ' .. ARGV[1])
-  return {1, d}
-end)
-redis.register_function('floor_release', function(KEYS, ARGV)
-  local s = redis.call('HGET', KEYS[1], 's')
-  redis.call('HSET', KEYS[1], 's', '4 ' .. string.sub(tostring(s), 3, 18) .. ' 0 - 0 0 0 - 1')
-  return {1}
-end)
-";
+pub(crate) const FLOOR_LIBRARY: &str = include_str!("../../floor.lua");
 
 /// B1's cycle as the two functions of [`FLOOR_LIBRARY`] from the same tasks, each one
 /// round trip through the cluster client, no `WAIT`: what any lock of this layout could
@@ -212,10 +198,24 @@ pub(crate) async fn layout_floor(
                 .fcall(
                     "floor_acquire",
                     vec![key.clone()],
-                    vec![owner.clone(), "1".into()],
+                    vec![
+                        "w".into(),
+                        owner.clone(),
+                        "1".into(),
+                        "30000".into(),
+                        "1".into(),
+                    ],
                 )
                 .await;
-            let r: Result<Value, _> = fred.fcall("floor_release", vec![key], vec![owner]).await;
+            let r: Result<Value, _> = fred
+                .fcall("floor_release", vec![key], vec![owner, "1".to_string()])
+                .await;
+            if let Some(e) = a.as_ref().err().or(r.as_ref().err()) {
+                // a row of zeros says why
+                if i == 0 {
+                    eprintln!("floor: {e}");
+                }
+            }
             a.is_ok() && r.is_ok()
         }
     })
