@@ -170,6 +170,10 @@ mod tests {
         }
         let corrupt = list(vec![Value::Integer(-4), Value::from("s")]);
         assert!(matches!(status("k", corrupt), Err(Error::Corrupt { field, .. }) if field == "s"));
+        let other = list(vec![Value::Integer(-7), Value::from("3")]);
+        assert!(
+            matches!(status("k", other), Err(Error::OtherLayout { found, .. }) if found == "3")
+        );
         assert!(matches!(
             status("k", Value::from("OK")),
             Err(Error::Protocol(_))
