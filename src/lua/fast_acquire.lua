@@ -20,27 +20,28 @@ local function fast_acquire(KEYS, ARGV)
     return nil
   end
   local s = redis.pcall('HGET', KEYS[1], 's')
-  local last, qh, qt, ex = nil, '0', '0', nil
+  -- the tombstone's last fence, queue, and expiry (as a number, and as its digits)
+  local last, qh, qt, ex, ex_digits = nil, '0', '0', nil, nil
   if s == false then
     if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
   elseif type(s) == 'string' then
     -- a tombstone with an empty queue
     local f, h, t, e = string.match(s, TOMBSTONE)
     if f == nil or h ~= t then return nil end
-    last, qh, qt, ex = tonumber(f), h, t, tonumber(e)
+    last, qh, qt, ex, ex_digits = tonumber(f), h, t, tonumber(e), e
   else
     return nil
   end
-  local lease_ms = tonumber(lease)
   local now, now_us = server_time()
   local fence = fmt(fence_after(last, now_us))
-  local deadline = now + lease_ms
+  local deadline = now + tonumber(lease)
   local expiry = expiry_for(deadline, now, ex)
+  local d = fmt(deadline)
   -- one owner, both deadline bounds on its hold, the queue as it was (empty), no
-  -- waiting reader, the hold itself at the end
-  local hold = format_hold(m, ARGV[3], fence, deadline, lease_ms)
-  local summary = LAYOUT .. ' ' .. fence .. ' 1 ' .. fmt(deadline) .. ' ' .. fmt(deadline)
-    .. ' ' .. qh .. ' ' .. qt .. ' - ' .. fmt(expiry or ex) .. ' ' .. hold .. ' ' .. ARGV[2]
+  -- waiting reader, the key's expiry, the hold itself at the end (the lease as sent:
+  -- digits only, checked above)
+  local summary = summary_text(fence, '1', d, d, qh, qt, '-', expiry and fmt(expiry) or ex_digits,
+    hold_text(m, ARGV[3], fence, d, lease), ARGV[2])
   redis.call('HSET', KEYS[1], 's', summary)
   if expiry then redis.call('PEXPIREAT', KEYS[1], expiry) end
   return {1, fence}

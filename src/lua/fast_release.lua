@@ -20,7 +20,7 @@ local function fast_release(KEYS, ARGV)
   if type(s) ~= 'string' then return nil end
   local fence, qh, qt, ex, id, owner = string.match(s, LONE)
   if fence == nil or qh ~= qt or id ~= ARGV[2] or owner ~= ARGV[1] then return nil end
-  -- the tombstone (as finish() writes it: nothing has a deadline)
-  redis.call('HSET', KEYS[1], 's', format_summary(tonumber(fence), 0, nil, 0, tonumber(qh), tonumber(qt), nil, tonumber(ex)))
+  -- the tombstone (as finish() writes it: nothing has a deadline), from the digits read
+  redis.call('HSET', KEYS[1], 's', summary_text(fence, '0', '-', '0', qh, qt, '-', ex))
   return {1}
 end
