@@ -80,8 +80,12 @@
 //!   one explicit owner are reentrant. Each guard gives back its own hold. An explicit
 //!   owner that holds write may also take read; one that holds only read and asks for
 //!   write gets [`Error::UpgradeDeadlock`] at once instead of waiting forever.
-//! - **Writer preference.** Once a writer waits, new readers wait too, and writers are
-//!   served first come, first served: a stream of readers cannot starve a writer.
+//! - **Phase-fair: nobody starves.** Writers and readers wait in one queue, in the order
+//!   they came; readers that came one after another share a place and go in together.
+//!   Once a writer waits, new readers wait behind it (a stream of readers cannot starve a
+//!   writer), and a writer waits only for the readers that came before it (a stream of
+//!   writers cannot starve a reader). A waiter's place lives one lease past its last
+//!   attempt: a waiter that died holds up those behind it for a lease at most.
 //! - **Upgradable reads.** One owner at a time holds an upgradable read
 //!   ([`RwLock::upgradable_read`]); it shares with plain readers and excludes writers.
 //!   [`UpgradableReadGuard::upgrade`] waits for the plain readers to leave (new readers

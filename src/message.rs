@@ -24,9 +24,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReleaseMessage {
-    /// `*`: the lock is free and no writer is queued: anyone may try.
+    /// `*`: the lock is free, and the readers first in the queue may enter (a waiter
+    /// whose turn it is not tries again, and keeps its place).
     Free,
-    /// `r`: readers may enter (no writer holds or waits).
+    /// `r`: readers hold, and the readers first in the queue may join them (no writer
+    /// holds, nor waits before them).
     Readers,
     /// `g <owner> <hold> <fence>`: the lock was handed to the first queued writer,
     /// `owner`, as its hold `hold` with fence `fence`.
@@ -93,8 +95,12 @@ impl ReleaseMessage {
 impl fmt::Display for ReleaseMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReleaseMessage::Free => f.write_str("released: free, anyone may enter"),
-            ReleaseMessage::Readers => f.write_str("released: readers may enter"),
+            ReleaseMessage::Free => {
+                f.write_str("released: free; the readers first in line may enter")
+            }
+            ReleaseMessage::Readers => {
+                f.write_str("released: readers hold; the readers first in line may join them")
+            }
             ReleaseMessage::HandedOver { owner, hold, fence } => write!(
                 f,
                 "handed to waiting writer {owner} (hold {hold}, fence {fence})"

@@ -14,19 +14,20 @@
 //! that takes single locks one by one in its own order can still deadlock with itself:
 //! take them through a multi-lock instead.
 //!
-//! Each member is an ordinary hold: writer preference, hand-offs by release message,
+//! Each member is an ordinary hold: the phase-fair queue, hand-offs by release message,
 //! fences, leases and confirmation are those of [`RwLock`]. Waiting for a member uses
 //! its release messages, not polling.
 //!
 //! # Fairness: what a read multi-lock can expect
-//! Writer preference is per lock: a reader waits while a writer of that lock holds or
-//! is queued. A read multi-lock waits for its members in turn, so on names that writers
-//! keep busy it waits for a gap in the writers of EACH member, one after the other, while
-//! holding the members it took (which keeps writers of those out meanwhile). Its wait
-//! grows with the number of busy members: an auditor that reads many accounts under a
-//! steady stream of transfers waits seconds where a read of one account waits
-//! milliseconds. Give such a reader a timeout, take fewer members at a time, or make it
-//! a writer of one name that the writers also take in read mode (a lock over the set).
+//! The queue is per lock: a reader waits for the writers of that lock that came before
+//! it (and no others). A read multi-lock waits for its members in turn, so on names that
+//! writers keep busy it waits, for EACH member, one after the other, for the writers
+//! queued there when it came, while holding the members it took (which keeps writers of
+//! those out meanwhile). Its wait grows with the number of busy members and the writers
+//! queued on each: bounded, but a read of many members under a steady stream of writes
+//! waits longer than a read of one. Give such a reader a timeout, take fewer members at
+//! a time, or make it a writer of one name that the writers also take in read mode (a
+//! lock over the set).
 //!
 //! # Failure
 //! On a timeout, an error or a dropped future, the members already taken are released

@@ -221,7 +221,7 @@ impl RawLock {
     /// its own); what an attempt left goes through the attempt's lane, after it, so that
     /// it never overtakes the grant it undoes (a writer withdraws: out of the queue, and
     /// the hold handed over meanwhile given back or, for an upgrade that keeps its
-    /// upgradable hold, turned back into it; a reader releases). True when a held hold
+    /// upgradable hold, turned back into it). True when a held hold
     /// was there (see [`release`](Self::release)); an attempt's give-back says true.
     pub async fn give_back(&self, owner: &str, what: GiveBack) -> Result<bool> {
         // boxed, as the router's call is: every guard's release and every attempt's
@@ -242,17 +242,7 @@ impl RawLock {
                 self.release(owner, id, (fence, believed_until), budget, true, others)
                     .await
             }
-            GiveBack::Attempt {
-                id,
-                write: true,
-                from,
-            } => self.withdraw(owner, id, from).await.map(|()| true),
-            GiveBack::Attempt {
-                id, write: false, ..
-            } => self
-                .release(owner, id, (0, Instant::now()), budget, false, false)
-                .await
-                .map(|_| true),
+            GiveBack::Attempt { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
         }
     }
 
@@ -432,16 +422,11 @@ pub(crate) enum GiveBack {
         believed_until: Instant,
         others: bool,
     },
-    /// What an attempt at hold `id` may have left, its reply perhaps not read: for a
-    /// writer (`write`), its place in the queue or its pending upgrade, and a hold handed
-    /// over meanwhile, which turns back into the upgradable hold `from` when one is given
-    /// (an upgrade that keeps it) and is given back otherwise; for a reader, the hold a
-    /// grant whose reply was lost made.
-    Attempt {
-        id: u64,
-        write: bool,
-        from: Option<u64>,
-    },
+    /// What an attempt at hold `id` may have left, its reply perhaps not read: its place
+    /// in the queue (a writer's or a reader's) or its pending upgrade, and a hold granted
+    /// or handed over meanwhile, which turns back into the upgradable hold `from` when
+    /// one is given (an upgrade that keeps it) and is given back otherwise.
+    Attempt { id: u64, from: Option<u64> },
 }
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the function did not run on that node.

@@ -183,3 +183,113 @@ async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
     let _ = sub.quit().await;
     let _ = c.quit().await;
 }
+
+/// The queue of the protocol's revision 2: readers and writers in the order they came,
+/// the readers that came one after another in one group (`t:<ticket>` = `r <count>`,
+/// their places `q:<owner>` = `r<ticket> ...`), the group first in line let in by
+/// `*`, and the writer behind it handed the lock by the release of its last reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
+    let cluster = cluster().await;
+    LockClient::setup(&common::config(cluster)).await.unwrap();
+    let c = bare(cluster).await;
+    let p = prefix("protocol-queue");
+    let key = format!("{p}:{{q}}");
+    let acquire = |mode: &'static str, owner: &'static str, wait: &'static str| {
+        let (c, key) = (c.clone(), key.clone());
+        async move {
+            parts(
+                fcall(
+                    &c,
+                    "rwlock4_acquire",
+                    &key,
+                    &[mode, owner, "1", "30000", wait],
+                )
+                .await,
+            )
+        }
+    };
+    let field = |f: String| {
+        let (c, key) = (c.clone(), key.clone());
+        async move { c.hget::<Option<String>, _, _>(&key, f).await.unwrap() }
+    };
+
+    // w1 holds; r1 waits (a group of its own); w2 waits behind it; r2 and r3 wait behind
+    // w2, together
+    assert_eq!(int(&acquire("w", "w1", "1").await[0]), 1);
+    assert_eq!(int(&acquire("r", "r1", "1").await[0]), 0);
+    assert_eq!(int(&acquire("w", "w2", "1").await[0]), 0);
+    assert_eq!(int(&acquire("r", "r2", "1").await[0]), 0);
+    assert_eq!(int(&acquire("r", "r3", "1").await[0]), 0);
+    assert_eq!(field("t:0".into()).await.as_deref(), Some("r 1"));
+    assert_eq!(field("t:1".into()).await.as_deref(), Some("w2"));
+    assert_eq!(field("t:2".into()).await.as_deref(), Some("r 2"));
+    assert!(field("q:r3".into())
+        .await
+        .is_some_and(|q| q.starts_with("r2 ")));
+    let st = parts(fcall(&c, "rwlock4_state", &key, &[]).await);
+    let names = |v: &Value| parts(v.clone()).iter().map(text).collect::<Vec<_>>();
+    assert_eq!(names(&st[3]), ["w2"]);
+    assert_eq!(names(&st[4]), ["r1", "r2", "r3"]);
+
+    // w1 gives back: r1's group is first, the lock is free: `*`, and w2 is not handed it
+    let sub = Builder::from_config(cluster.client_config())
+        .build_subscriber_client()
+        .unwrap();
+    sub.init().await.unwrap();
+    let mut messages = sub.message_rx();
+    sub.ssubscribe(format!("{key}:released")).await.unwrap();
+    macro_rules! next {
+        () => {
+            tokio::time::timeout(Duration::from_secs(5), messages.recv())
+                .await
+                .expect("a release message")
+                .unwrap()
+                .value
+                .as_string()
+                .unwrap()
+        };
+    }
+    assert_eq!(
+        int(&parts(fcall(&c, "rwlock4_release", &key, &["w1", "1"]).await)[0]),
+        1
+    );
+    assert_eq!(next!(), "*");
+    assert_eq!(int(&acquire("w", "w2", "3").await[0]), 0, "r1 came first");
+    // r2 and r3 came after w2: they wait for it
+    assert_eq!(int(&acquire("r", "r2", "3").await[0]), 0);
+    assert_eq!(
+        int(&acquire("r", "r1", "3").await[0]),
+        1,
+        "r1's group goes in"
+    );
+    assert_eq!(field("t:0".into()).await, None, "its group is gone with it");
+
+    // r1 gives back: w2 is handed the lock, then r2 and r3 go in together after it
+    assert_eq!(
+        int(&parts(fcall(&c, "rwlock4_release", &key, &["r1", "1"]).await)[0]),
+        1
+    );
+    let handed = next!();
+    assert!(handed.starts_with("g w2 1 "), "{handed}");
+    assert_eq!(int(&acquire("w", "w2", "3").await[0]), 1);
+    assert_eq!(
+        int(&parts(fcall(&c, "rwlock4_release", &key, &["w2", "1"]).await)[0]),
+        1
+    );
+    assert_eq!(next!(), "*");
+    assert_eq!(int(&acquire("r", "r3", "3").await[0]), 1);
+    assert_eq!(int(&acquire("r", "r2", "3").await[0]), 1);
+    // a reader that gives up leaves its place: withdraw
+    assert_eq!(int(&acquire("w", "w3", "1").await[0]), 0);
+    assert_eq!(int(&acquire("r", "r4", "1").await[0]), 0);
+    assert_eq!(field("t:4".into()).await.as_deref(), Some("r 1"));
+    let wd = parts(fcall(&c, "rwlock4_withdraw", &key, &["r4", "1"]).await);
+    assert_eq!(int(&wd[0]), 1);
+    assert_eq!(field("q:r4".into()).await, None);
+    assert_eq!(field("t:4".into()).await, None);
+
+    let _: i64 = c.del(vec![key.clone()]).await.unwrap();
+    let _ = sub.quit().await;
+    let _ = c.quit().await;
+}

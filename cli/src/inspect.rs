@@ -36,6 +36,7 @@ pub fn state_json(client: &LockClient, lock: &RwLock, s: &LockState) -> Json {
             "overdue": h.overdue(),
         })).collect::<Vec<_>>(),
         "waiting_writers": s.waiting_writers,
+        "waiting_readers": s.waiting_readers,
     })
 }
 
@@ -112,6 +113,10 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
     println!("waiting writers {}", s.waiting_writers.len());
     for w in &s.waiting_writers {
         println!("  {w}");
+    }
+    println!("waiting readers {}", s.waiting_readers.len());
+    for r in &s.waiting_readers {
+        println!("  {r}");
     }
     0
 }

@@ -67,11 +67,12 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
         match state {
             Ok(s) if a.json => out.push(state_json(client, &lock, &s)),
             Ok(s) => println!(
-                "{name}\t{}\t{} holder(s){}\t{} waiting\tfence {}\tslot {} on {}",
+                "{name}\t{}\t{} holder(s){}\t{} waiting ({} readers)\tfence {}\tslot {} on {}",
                 mode(s.mode),
                 s.holders.len(),
                 clients(&s),
-                s.waiting_writers.len(),
+                s.waiting_writers.len() + s.waiting_readers.len(),
+                s.waiting_readers.len(),
                 s.fence.map_or("-".into(), |f| f.to_string()),
                 lock.slot(),
                 client

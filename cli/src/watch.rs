@@ -50,9 +50,10 @@ fn now_line(s: &LockState) -> String {
             None => format!("fence {f}"),
         },
     };
-    let waiting = match s.waiting_writers.len() {
-        0 => String::new(),
-        n => format!("; {n} writer(s) waiting"),
+    let waiting = match (s.waiting_writers.len(), s.waiting_readers.len()) {
+        (0, 0) => String::new(),
+        (w, 0) => format!("; {w} writer(s) waiting"),
+        (w, r) => format!("; {w} writer(s) and {r} reader(s) waiting"),
     };
     match s.mode {
         None => format!("now: free ({fence}){waiting}"),

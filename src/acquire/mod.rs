@@ -45,8 +45,8 @@ pub(crate) enum Ask {
 }
 
 impl Ask {
-    /// Whether the asker waits as a writer does (queued, or as a pending upgrade): it may
-    /// be handed the lock by a release, and must withdraw when it gives up.
+    /// Whether the asker waits as a writer does (queued as a writer, or as a pending
+    /// upgrade): a release may hand it the lock (it heeds the messages that do).
     fn writes(self) -> bool {
         matches!(self, Ask::Hold(Mode::Write) | Ask::Upgrade { .. })
     }
@@ -94,13 +94,12 @@ enum Outcome {
 }
 
 /// Undoes what an attempt left in Redis when it ends without a grant: a place in the
-/// writer queue or a pending upgrade, a hold handed over while waiting, or a grant whose
-/// reply was lost to an error. Both steps are idempotent.
+/// queue (a writer's or a reader's) or a pending upgrade, a hold handed over while
+/// waiting, or a grant whose reply was lost to an error, in one withdrawal (idempotent).
 struct Leftovers<L: Seam> {
     raw: L,
     owner: Arc<str>,
     id: u64,
-    write: bool,
     /// For an upgrade: the upgradable hold it starts from (a write hold granted as the
     /// upgrade gives up turns back into it).
     from: Option<u64>,
@@ -111,11 +110,7 @@ impl<L: Seam> Leftovers<L> {
     /// What goes back: the attempt's leftovers, a write hold handed over meanwhile
     /// turning back into `from` when one is given.
     fn what(&self, from: Option<u64>) -> GiveBack {
-        GiveBack::Attempt {
-            id: self.id,
-            write: self.write,
-            from,
-        }
+        GiveBack::Attempt { id: self.id, from }
     }
 
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
@@ -207,7 +202,6 @@ async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Opt
         raw: lock.clone(),
         owner: owner.clone(),
         id,
-        write: ask.writes(),
         from: ask.upgrade_from(),
         armed: true,
     };
@@ -270,7 +264,6 @@ async fn wait_loop<L: Seam>(
         raw: lock.clone(),
         owner: owner.clone(),
         id,
-        write,
         from: ask.upgrade_from(),
         armed: false,
     };
@@ -317,8 +310,9 @@ async fn wait_loop<L: Seam>(
             }
             Ok(Outcome::Busy(wait_ms)) => {
                 busy = true;
-                // a writer may be handed the lock until it withdraws
-                leftovers.armed = write;
+                // a place in the queue is kept (and a writer may be handed the lock)
+                // until it withdraws
+                leftovers.armed = true;
                 // a queue entry lives one lease: come back before it lapses
                 Duration::from_millis(wait_ms).min(refresh)
             }
@@ -425,11 +419,7 @@ async fn attempt<L: Seam>(
             // find the upgradable hold gone and the undo a write hold it does not know);
             // other undos run in the background, and the next attempt takes a new id
             let from = ask.upgrade_from();
-            let undone = GiveBack::Attempt {
-                id,
-                write: ask.writes(),
-                from,
-            };
+            let undone = GiveBack::Attempt { id, from };
             if from.is_some() {
                 lock.give_back(owner, undone).await?;
             } else {

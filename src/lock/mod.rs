@@ -177,6 +177,9 @@ pub struct LockState {
     pub fence: Option<u64>,
     /// Owner tokens of queued writers, first first.
     pub waiting_writers: Vec<String>,
+    /// Owner tokens of readers waiting in the queue, first first (the readers of one
+    /// group, who will go in together, in name order).
+    pub waiting_readers: Vec<String>,
 }
 
 /// Writes the `# Cancel safety` and `# Errors` sections of an acquire method.
@@ -780,6 +783,7 @@ impl RwLock {
             holders,
             fence: raw.fence,
             waiting_writers: raw.queued,
+            waiting_readers: raw.queued_readers,
         })
     }
 }

@@ -1,5 +1,8 @@
 -- acquire.lua: one attempt to take a read or write hold. O(1): reads the summary, this
--- owner's entry and, when needed, the queue head.
+-- owner's entries and, when needed, the queue head. Phase-fair: a writer and a group of
+-- readers (those that came one after another) wait in one queue, in the order they
+-- came; readers never wait for a writer that came after them, and a writer waits only
+-- for the readers that came before it.
 --
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  'r' (read), 'w' (write) or 'u' (upgradable read: shares with readers, at most
@@ -8,9 +11,11 @@
 -- ARGV[3]  hold id, unique per owner (a retried attempt with the same id is not granted
 --          twice, and a hold handed over while queued is found under it)
 -- ARGV[4]  lease in ms
--- ARGV[5]  '1': the caller waits if this attempt fails: a writer joins the queue (or
---          keeps its place), a reader (or upgradable reader) leaves its mark so that
---          releases wake it; '2': granted only if the owner holds already (a guard
+-- ARGV[5]  '1': the caller waits if this attempt fails: it takes a place in the queue
+--          (or keeps its place, for one more lease): a writer its own ticket, a reader
+--          (or upgradable reader) a place in the youngest reader group when nothing was
+--          queued after that group, else in a new one; '2': granted only if the owner
+--          holds already (a guard
 --          taking another hold as its owner), never waits; '3': as '1', from a caller
 --          whose last attempt found the lock busy (fast_acquire.lua is skipped)
 -- Returns
@@ -31,7 +36,7 @@ local function acquire(KEYS, ARGV)
   local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
   -- the grant's hint (see Returns), read after finish()
   local function others()
-    if held > 1 or qh < qt or rw ~= nil or pending ~= nil then return 1 end
+    if held > 1 or qh < qt or pending ~= nil then return 1 end
     return 0
   end
   local bad = prune()
@@ -49,54 +54,78 @@ local function acquire(KEYS, ARGV)
     end
   end
 
+  -- this owner's place in the queue, if it has one
+  local q = queued_entry(owner)
+  if q == false then return {-4, 'q:' .. owner} end
+  local hw, _, hg = head()
   local granted = false
   if mode == 'w' then
     if mine ~= nil then
       if writer ~= owner then return {-1} end
       granted = true
     elseif held == 0 then
-      local h = head()
-      granted = (h == nil or h == owner)
+      -- first in the queue, or nobody queued
+      granted = hw == owner or (hw == nil and hg == nil)
     end
   else
-    -- an owner that holds may always add a hold; others wait for writers, held, queued or
-    -- about to be (an upgrade that waits for the readers to leave)
-    granted = mine ~= nil or (writer == nil and pending == nil and head() == nil)
+    -- a reader's place passed by (its group was dropped): it comes as a new reader
+    if q and q.reader and q.ticket < qh then
+      del('q:' .. owner)
+      q = nil
+    end
+    if mine ~= nil then
+      -- an owner that holds may always add a hold
+      granted = true
+    elseif writer == nil and pending == nil then
+      -- no writer holds, nor an upgrade waits for the readers to leave; readers enter
+      -- when their group is first in the queue, a new reader when no writer is queued
+      -- at all (the queue is empty, or is one reader group)
+      if q and q.reader then
+        granted = hg == q.ticket
+      else
+        granted = hw == nil and (hg == nil or hg == qt - 1)
+      end
+    end
     -- one upgradable owner at a time
     if mode == 'u' and upgrader ~= nil and upgrader ~= owner then granted = false end
   end
 
   if ARGV[5] == '2' and mine == nil then granted = false end
+  -- this call frees nothing, unless its prune did (or the queue's head moved on: see
+  -- finish)
+  quiet = not pruned
 
   if granted then
-    if mode == 'w' then
-      local q = queued_entry(owner)
-      if q then dequeue(owner, q) end
-    end
+    -- its place, if it had one, is given up (an owner's writer place stays for its
+    -- writer when its reader is granted)
+    if q and q.reader == (mode ~= 'w') then dequeue(owner, q) end
     local f = grant(owner, mine, mode, id, lease)
     finish()
     return {1, f, others()}
   end
 
   if ARGV[5] == '1' or ARGV[5] == '3' then
-    if mode == 'w' then
-      local q = queued_entry(owner)
-      if q == false then return {-4, 'q:' .. owner} end
+    local reader = mode ~= 'w'
+    if q and q.reader ~= reader then
+      -- one place per owner: an owner token that waits for read and for write at once
+      -- keeps its writer's place; its reader waits without one (woken as any reader)
+      if reader then q = false else dequeue(owner, q); q = nil end
+    end
+    if q ~= false then
       if q == nil then
-        q = {ticket = qt}
-        put('t:' .. fmt(qt), owner)
-        qt = qt + 1
+        if reader then
+          q = {reader = true, ticket = join_readers()}
+        else
+          q = {reader = false, ticket = qt}
+          put('t:' .. fmt(qt), owner)
+          qt = qt + 1
+        end
       end
       q.deadline, q.id, q.lease = now + lease, id, lease
       put('q:' .. owner, format_queued(q))
       deadline_set(q.deadline)
-    else
-      if rw == nil or rw < now + lease then rw = now + lease end
-      deadline_set(rw)
     end
   end
-  -- refused: this call freed nothing, unless its prune did
-  quiet = not pruned
   finish()
   -- finish() may have handed the free lock to this very writer (it was first in line)
   if mode == 'w' and writer == owner then

@@ -10,8 +10,11 @@
 local LAYOUT = '4'
 -- The revision of this library's code within the layout: a client loads its library
 -- where the server has none or an older revision (FUNCTION LOAD REPLACE), and leaves a
--- newer one in place. Revisions of one layout read and write the same hashes.
-local REVISION = 1
+-- newer one in place. Revision 2 queues readers (in groups, among the writers) where
+-- revision 1 let them mark 'rw' (until when readers wait) and wait outside the queue;
+-- it reads a revision 1 hash (that mark is dropped). Revision 1 does not read revision
+-- 2's reader places: a server keeps the newest revision loaded.
+local REVISION = 2
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by
@@ -27,17 +30,18 @@ local PUBLISH = 'spublish'
 -- Each function's header lists the codes it returns.
 
 -- The summary field 's':
---   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rw> <ex>[ <hold> <owner>]'
+--   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rg> <ex>[ <hold> <owner>]'
 -- '-' for none: the last fence, owners that hold, bounds of the earliest and latest
--- deadline, the writer queue's head and next ticket, until when readers wait, and when
+-- deadline, the queue's head and next ticket, the ticket of the youngest reader group
+-- in the queue (readers that come join it while nothing is queued after it), and when
 -- the key expires (ms, server time: the expiry set last, so that a grant extends it only
 -- when its deadline needs more). When one owner holds one hold and no upgrade waits, that
 -- hold and its owner end the summary instead of having fields of their own ('o:', 'w',
 -- 'u'): an uncontended grant and release each write the summary alone.
 -- SUMMARY parses any; the fast paths match only the shapes they handle, in one step:
--- TOMBSTONE, nobody holds (0), no deadline, no reader waits: fence, qh, qt, ex;
--- LONE, one owner holds one hold, kept in the summary, no reader waits: fence, qh, qt,
--- ex, the hold's id, the owner.
+-- TOMBSTONE, nobody holds (0), no deadline, no reader group: fence, qh, qt, ex;
+-- LONE, one owner holds one hold, kept in the summary, no reader group: fence, qh, qt,
+-- ex, the hold's id, the owner (the fast paths also need an empty queue, qh = qt).
 local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+) (%d+)(.*)$'
 local TOMBSTONE = '^4 (%d+) 0 %- %d+ (%d+) (%d+) %- (%d+)$'
 local LONE = '^4 (%d+) 1 %d+ %d+ (%d+) (%d+) %- (%d+) [rwu](%d+):%d+:%d+:%d+ (%S+)$'

@@ -24,8 +24,9 @@
 -- upvalues (no table to pass around, no global).
 local key, OWNER
 -- the summary, parsed: last fence, owners that hold, earliest and latest deadline
--- bounds, queue head and next ticket, readers wait until, the key's expiry (nil: none)
-local existed, fence, held, dl, du, qh, qt, rw, ex
+-- bounds, queue head and next ticket, the youngest reader group's ticket, the key's
+-- expiry (nil: none)
+local existed, fence, held, dl, du, qh, qt, rg, ex
 -- the owner that holds write, the upgradable holder, the write hold it waits for
 -- (pending: nil when none), its lease, and the upgradable hold it is to replace
 local writer, upgrader, pending, pending_lease, pending_from
@@ -33,11 +34,12 @@ local writer, upgrader, pending, pending_lease, pending_from
 local lone, lone_field
 -- the summary and the 'w' and 'u' fields as the hash holds them (nil: absent)
 local before_s, before_writer, before_u
--- Set by a call that frees nothing itself (a refused attempt, a renewal): it then wakes
--- no reader, unless its prune removed expired entries. A waiting reader's own refused
--- attempt would otherwise wake it (and every other waiting reader) at once, and clear
--- the mark that makes the holder's release wake them.
+-- Set by a call that frees nothing itself (an attempt, a renewal): it then wakes no
+-- reader, unless its prune removed expired entries or the queue's head moved on. A
+-- waiting reader's own attempt would otherwise wake every other waiting reader again.
 local quiet
+-- the queue's head moved on in this call (a writer or a reader group left it)
+local advanced
 -- the expired entries were looked for in this call (see prune)
 local pruned
 -- fields read so far (false: absent), and the writes not sent yet (false: delete)
@@ -77,8 +79,8 @@ local function summary_text(f, n, a, b, h, q, r, e, lone_hold, lone_owner)
 end
 -- The summary, of numbers or nil ('-').
 local function opt(n) if n == nil then return '-' end return fmt(n) end
-local function format_summary(fence, held, dl, du, qh, qt, rw, ex, lone_hold, lone_owner)
-  return summary_text(opt(fence), fmt(held), opt(dl), fmt(du), fmt(qh), fmt(qt), opt(rw), fmt(ex),
+local function format_summary(fence, held, dl, du, qh, qt, rg, ex, lone_hold, lone_owner)
+  return summary_text(opt(fence), fmt(held), opt(dl), fmt(du), fmt(qh), fmt(qt), opt(rg), fmt(ex),
     lone_hold, lone_owner)
 end
 
@@ -124,10 +126,10 @@ local function begin(keys, argv, owner_arg)
     return {-3, redis.call('TYPE', key)['ok']}
   end
   existed = S[1] ~= false
-  fence, held, dl, du, qh, qt, rw, ex = nil, 0, nil, 0, 0, 0, nil, nil
+  fence, held, dl, du, qh, qt, rg, ex = nil, 0, nil, 0, 0, 0, nil, nil
   writer, upgrader, pending, pending_lease, pending_from = S[2] or nil, nil, nil, nil, nil
   lone, lone_field = nil, nil
-  quiet, pruned = false, false
+  quiet, pruned, advanced = false, false, false
   cache, W = {}, {}
   local lone_hold = nil
   if not existed then
@@ -146,7 +148,7 @@ local function begin(keys, argv, owner_arg)
       if v ~= '-' and not string.find(v, '^%d+$') then return {-4, 's'} end
     end
     fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
-    qh, qt, rw, ex = tonumber(h), tonumber(q), tonumber(r), tonumber(e)
+    qh, qt, rg, ex = tonumber(h), tonumber(q), tonumber(r), tonumber(e)
     if rest ~= '' then
       -- the lone hold: one owner, with no field of its own, nor 'w' or 'u'
       local hold, o = string.match(rest, '^ (%S+) (%S+)$')
@@ -240,12 +242,23 @@ local function has_upgradable(e)
   return false
 end
 
--- A queued writer 'q:<owner>' = '<ticket> <deadline-ms> <hold id> <lease-ms>'; the
--- ticket's field 't:<ticket>' names the owner. Returns a table, or nil when malformed.
+-- The queue: tickets qh .. qt-1, each 't:<ticket>' naming a queued writer (its owner),
+-- or a group of readers ('r <count>': readers that came one after another, behind the
+-- same writers, go in together). A place in it, 'q:<owner>' =
+-- '[r]<ticket> <deadline-ms> <hold id> <lease-ms>', 'r' for a reader (or upgradable
+-- reader) in the group of that ticket. Returns a table, or nil when malformed.
 local function parse_queued(v)
-  local tk, d, id, lease = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+  local r, tk, d, id, lease = string.match(v, '^(r?)(%d+) (%d+) (%d+) (%d+)$')
   if tk == nil then return nil end
-  return {ticket = tonumber(tk), deadline = tonumber(d), id = id, lease = tonumber(lease)}
+  return {reader = r == 'r', ticket = tonumber(tk), deadline = tonumber(d), id = id,
+    lease = tonumber(lease)}
+end
+
+-- The size of the reader group whose ticket's field holds `v`; nil when `v` names a
+-- writer (an owner token has no space).
+local function group_size(v)
+  local n = string.match(v, '^r (%d+)$')
+  return tonumber(n)
 end
 
 -- the queue entry of owner `o`: nil when it is not queued, false when malformed
@@ -256,7 +269,8 @@ local function queued_entry(o)
 end
 
 local function format_queued(q)
-  return fmt(q.ticket) .. ' ' .. fmt(q.deadline) .. ' ' .. q.id .. ' ' .. fmt(q.lease)
+  local r = q.reader and 'r' or ''
+  return r .. fmt(q.ticket) .. ' ' .. fmt(q.deadline) .. ' ' .. q.id .. ' ' .. fmt(q.lease)
 end
 
 -- a deadline was set: keep the bounds and the key's TTL on it
@@ -274,6 +288,8 @@ local function prune()
   local raw = all_fields()
   local gone = {}
   local was_upgrader = upgrader
+  -- the reader groups' tickets and sizes, and their members still waiting
+  local groups, members = {}, {}
   held, writer, upgrader, dl, du = 0, nil, nil, nil, 0
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
@@ -305,14 +321,27 @@ local function prune()
       if q == nil then return f end
       if q.deadline <= now then
         gone[#gone + 1] = f
-        gone[#gone + 1] = 't:' .. fmt(q.ticket)
+        -- (a reader's group is counted again below)
+        if not q.reader then gone[#gone + 1] = 't:' .. fmt(q.ticket) end
       else
         deadline_set(q.deadline)
+        if q.reader then members[q.ticket] = (members[q.ticket] or 0) + 1 end
       end
+    elseif p == 't:' then
+      local n = group_size(v)
+      if n then groups[#groups + 1] = {tonumber(string.sub(f, 3)), n} end
     end
   end
-  if rw ~= nil then
-    if rw <= now then rw = nil else deadline_set(rw) end
+  -- each reader group is as large as its members still waiting: one left empty goes
+  rg = nil
+  for _, g in ipairs(groups) do
+    local t, n = g[1], members[g[1]] or 0
+    if n == 0 then
+      del('t:' .. fmt(t))
+    else
+      if n ~= g[2] then put('t:' .. fmt(t), 'r ' .. fmt(n)) end
+      if rg == nil or t > rg then rg = t end
+    end
   end
   -- a pending upgrade lives as long as its upgradable hold
   if upgrader == nil or upgrader ~= was_upgrader then pending, pending_lease = nil, nil end
@@ -328,27 +357,78 @@ local function prune()
   return nil
 end
 
--- The first queued writer that is still there: its owner and entry. Tickets of writers
--- that left are dropped as they come to the head (each once: amortised O(1)).
+-- The first entry of the queue that is still there: a writer (its owner and entry), or
+-- a reader group (nil, nil, its ticket); nil when the queue is empty. Tickets of writers
+-- that left, and of groups whose readers all left, are dropped as they come to the head
+-- (each once: amortised O(1)).
 local function head()
   while qh < qt do
-    local o = get('t:' .. fmt(qh))
+    local t = 't:' .. fmt(qh)
+    local o = get(t)
     if o then
-      local q = queued_entry(o)
-      if q and q.ticket == qh and q.deadline > now then return o, q end
-      if q and q.ticket == qh then del('q:' .. o) end
+      local n = group_size(o)
+      if n then
+        if n > 0 then return nil, nil, qh end
+      else
+        local q = queued_entry(o)
+        if q and not q.reader and q.ticket == qh and q.deadline > now then return o, q end
+        if q and not q.reader and q.ticket == qh then del('q:' .. o) end
+      end
     end
-    del('t:' .. fmt(qh))
+    del(t)
+    if rg == qh then rg = nil end
     qh = qh + 1
+    advanced = true
   end
-  return nil, nil
+  return nil, nil, nil
 end
 
--- takes writer `o` out of the queue
+-- A reader (or upgradable reader) takes a place in the queue: in the youngest reader
+-- group when nothing was queued after it, else in a new group at the tail. Returns the
+-- group's ticket.
+local function join_readers()
+  if rg ~= nil and rg == qt - 1 then
+    local v = get('t:' .. fmt(rg))
+    local n = v and group_size(v)
+    if n and n > 0 then
+      put('t:' .. fmt(rg), 'r ' .. fmt(n + 1))
+      return rg
+    end
+  end
+  rg = qt
+  qt = qt + 1
+  put('t:' .. fmt(rg), 'r 1')
+  return rg
+end
+
+-- A reader's place in group `g` is given up (it entered, or gave up): a group left
+-- empty goes (head() passes its ticket).
+local function leave_readers(g)
+  local t = 't:' .. fmt(g)
+  local v = get(t)
+  local n = v and group_size(v)
+  if n == nil then return end
+  if n <= 1 then
+    del(t)
+    if rg == g then rg = nil end
+  else
+    put(t, 'r ' .. fmt(n - 1))
+  end
+end
+
+-- takes owner `o`'s place `q` out of the queue (a writer's ticket, a reader's place in
+-- its group)
 local function dequeue(o, q)
   del('q:' .. o)
+  if q.reader then
+    leave_readers(q.ticket)
+    return
+  end
   del('t:' .. fmt(q.ticket))
-  if q.ticket == qh then qh = qh + 1 end
+  if q.ticket == qh then
+    qh = qh + 1
+    advanced = true
+  end
 end
 
 -- the fence of a grant now (see fence_after)
@@ -433,11 +513,12 @@ local function sole_hold()
 end
 
 -- Settles who may proceed now, writes the summary back, and publishes when someone
--- may be waiting for it (writers wait in the queue; readers that wait leave 'rw', so
+-- may be waiting for it (writers and readers that wait have a place in the queue, so
 -- an uncontended release publishes nothing):
 --   'g <owner> <hold id> <fence>'  a free lock was handed to the first queued writer
---   '*'                            the lock is free and no writer is queued: anyone
---   'r'                            readers may enter (no writer holds or waits)
+--   '*'                            the lock is free, and readers are first in the queue
+--   'r'                            readers hold, and the readers first in the queue may
+--                                  join them (no writer holds, nor waits before them)
 local function finish()
   local msg = nil
   if pending ~= nil and held == 1 and (writer == nil or writer == upgrader) then
@@ -463,7 +544,7 @@ local function finish()
     pending, pending_lease = nil, nil
   end
   if writer == nil and msg == nil then
-    local o, q = head()
+    local o, q, g = head()
     if o ~= nil and held == 0 then
       dequeue(o, q)
       -- the hold lasts until the queue entry would have lapsed, not a lease from now: a
@@ -471,23 +552,19 @@ local function finish()
       -- entry would have (the live one renews it when it takes it)
       local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))
       msg = handoff_message(o, q.id, f)
-    elseif o == nil and rw ~= nil and pending == nil and not quiet then
-      if rw <= now then
-        rw = nil
-      else
-        msg = (held == 0) and '*' or 'r'
-        -- the waiting readers are told; those that still wait mark it again
-        rw = nil
-      end
+    elseif g ~= nil and pending == nil and (advanced or not quiet) then
+      -- the readers first in line may enter: they come themselves (readers are not
+      -- granted here: a group is of any size), and each one that enters leaves the group
+      msg = (held == 0) and '*' or 'r'
     end
   end
-  -- nothing left (held = 0, an empty queue, no waiting reader): the hash stays as a
-  -- tombstone, the summary alone, for FENCE_MEMORY or more: the next fence is above its
-  -- own (a call that found no hash and left nothing writes nothing). Nothing has a
-  -- deadline then: the bounds say so, as fast_release writes them, so that the next
-  -- acquire takes the fast path.
-  if held == 0 and qh >= qt and rw == nil then dl, du = nil, 0 end
-  if existed or held > 0 or qh < qt or rw ~= nil then
+  if qh >= qt then rg = nil end
+  -- nothing left (held = 0, an empty queue): the hash stays as a tombstone, the summary
+  -- alone, for FENCE_MEMORY or more: the next fence is above its own (a call that found
+  -- no hash and left nothing writes nothing). Nothing has a deadline then: the bounds
+  -- say so, as fast_release writes them, so that the next acquire takes the fast path.
+  if held == 0 and qh >= qt then dl, du = nil, 0 end
+  if existed or held > 0 or qh < qt then
     -- where the holds go: the one hold of the only owner (no upgrade waiting) in the
     -- summary, with no field of its own, nor 'w' or 'u'; every other in its owner's field
     local alone, alone_hold = sole_hold()
@@ -521,7 +598,7 @@ local function finish()
     -- the key lives FENCE_MEMORY past the latest deadline (now, when nothing is left)
     local expiry = expiry_for(du, now, ex)
     if expiry then ex = expiry end
-    local summary = format_summary(fence, held, dl, du, qh, qt, rw, ex, alone_hold, alone)
+    local summary = format_summary(fence, held, dl, du, qh, qt, rg, ex, alone_hold, alone)
     if summary ~= before_s then
       set[#set + 1] = 's'
       set[#set + 1] = summary

@@ -4,7 +4,8 @@
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- Returns {1, fence or '-', {owner, read holds, write holds, upgradable holds,
 --          lease left ms, held for ms, renewed ago ms, lease ms, ...},
---          {queued writer owners, first first}}
+--          {queued writer owners, first first},
+--          {owners of readers with a place in the queue, first first}}
 -- {-3, type}, {-4, field}: see lib
 -- the fields that are not entries (see the hash layout); any other is not this layout's
 local SUMMARY_FIELD = {s = true, w = true, u = true, x = true}
@@ -12,7 +13,7 @@ local function state(KEYS, ARGV)
   local early = begin(KEYS, ARGV, 0)
   if early then return early end
   local raw = all_fields()
-  local holders, waiting = {}, {}
+  local holders, waiting, readers = {}, {}, {}
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
     local p = string.sub(f, 1, 2)
@@ -45,16 +46,24 @@ local function state(KEYS, ARGV)
     elseif p == 'q:' then
       local q = parse_queued(v)
       if q == nil then return {-4, f} end
-      if q.deadline > now then waiting[#waiting + 1] = {q.ticket, string.sub(f, 3)} end
+      if q.deadline > now then
+        local line = waiting
+        if q.reader then line = readers end
+        line[#line + 1] = {q.ticket, string.sub(f, 3)}
+      end
     elseif p ~= 't:' and SUMMARY_FIELD[f] == nil then
       return {-4, f}
     end
   end
-  table.sort(waiting, function(a, b) return a[1] < b[1] end)
-  local names = {}
-  for _, q in ipairs(waiting) do names[#names + 1] = q[2] end
+  -- owners in the order of their tickets (the readers of one group in name order)
+  local function names_of(line)
+    table.sort(line, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    local names = {}
+    for _, q in ipairs(line) do names[#names + 1] = q[2] end
+    return names
+  end
   local bad = prune()
   if bad then return {-4, bad} end
   finish()
-  return {1, opt(fence), holders, names}
+  return {1, opt(fence), holders, names_of(waiting), names_of(readers)}
 end

@@ -172,7 +172,7 @@ impl Scripts {
         Ok((removed, optional_fence(parts.get(2))?))
     }
 
-    /// The fence, the holders and the queued writers.
+    /// The fence, the holders, the queued writers and the queued readers.
     pub async fn state(&self, on: On<'_>) -> Result<RawState> {
         let parts = status(
             on.target.key,
@@ -203,10 +203,15 @@ impl Scripts {
             });
         }
         let queued = queued.iter().map(text).collect::<Result<Vec<_>>>()?;
+        let queued_readers = match parts.get(4) {
+            Some(Value::Array(readers)) => readers.iter().map(text).collect::<Result<_>>()?,
+            _ => return Err(Error::Protocol("state: missing readers".into())),
+        };
         Ok(RawState {
             fence,
             holders,
             queued,
+            queued_readers,
         })
     }
 

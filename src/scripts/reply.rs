@@ -12,6 +12,8 @@ pub(crate) struct RawState {
     pub fence: Option<u64>,
     pub holders: Vec<RawHolder>,
     pub queued: Vec<String>,
+    /// Owners of readers with a place in the queue, first first.
+    pub queued_readers: Vec<String>,
 }
 
 /// One owner's holds in [`RawState`].

@@ -28,7 +28,7 @@ async fn downgrade_lets_readers_in_but_no_writer() {
     assert!(r.fence() > fence);
     assert_eq!(lock.state().await.unwrap().mode, Some(Mode::Read));
     assert!(!waiting.is_finished(), "no writer between write and read");
-    // the queued writer keeps new readers out (writer preference)...
+    // the queued writer keeps new readers out (they came after it)...
     assert!(reader.try_read().await.unwrap().is_none());
     // ...and gets the lock once the downgraded read is released
     r.release().await.unwrap();

@@ -169,3 +169,53 @@ async fn a_release_cancelled_half_way_still_releases() {
     eprintln!("cancelled releases: freed after {freed_in:?}");
     assert_no_keys(cluster, &p).await;
 }
+
+/// Writers back to back cannot starve a reader: it waits only for the writers that came
+/// before it (phase-fair), never for those that come while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_back_to_back_do_not_starve_a_reader() {
+    let cluster = cluster().await;
+    let p = prefix("phase-fair");
+    let client = client(cluster, &p).await;
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut writers = Vec::new();
+    for _ in 0..3 {
+        let lock = client.rwlock("res").unwrap();
+        writers.push(tokio::spawn(async move {
+            let mut writes = 0u32;
+            while Instant::now() < until {
+                let w = lock.write().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                w.release().await.unwrap();
+                writes += 1;
+            }
+            writes
+        }));
+    }
+    // the writers are under way: the queue is never empty from now on
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lock = client.rwlock("res").unwrap();
+    let (mut reads, mut longest) = (0u32, Duration::ZERO);
+    while Instant::now() < until {
+        let began = Instant::now();
+        let r = lock.read_timeout(Duration::from_secs(2)).await;
+        let waited = began.elapsed();
+        let r = r.unwrap_or_else(|e| panic!("read {reads} after {waited:?}: {e}"));
+        longest = longest.max(waited);
+        r.release().await.unwrap();
+        reads += 1;
+    }
+    let mut writes = 0;
+    for w in writers {
+        writes += w.await.unwrap();
+    }
+    eprintln!("{reads} reads (longest wait {longest:?}), {writes} writes");
+    assert!(reads >= 10, "{reads} reads in 2.8 s");
+    assert!(writes >= 30, "{writes} writes in 3 s");
+    // at most the three writers ahead of it, each ~5 ms, plus round trips and noise
+    assert!(
+        longest < Duration::from_secs(1),
+        "a read waited {longest:?}"
+    );
+    assert_no_keys(cluster, &p).await;
+}
