@@ -6,6 +6,7 @@ use crate::args::BreakArgs;
 use crate::clock::secs;
 use crate::fail;
 use crate::inspect::lock_and_state;
+use crate::shown::escaped;
 
 /// `break`: what would go (without `--yes`), or the break itself.
 pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
@@ -21,23 +22,23 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
     let whose = a
         .owner
         .as_deref()
-        .map_or(String::new(), |o| format!(" of owner {o}"));
+        .map_or(String::new(), |o| format!(" of owner {}", escaped(o)));
     if going.is_empty() {
-        println!("nothing to break: {} has no hold{whose}", a.name);
+        say!("nothing to break: {} has no hold{whose}", escaped(&a.name));
         return crate::code::NOTHING_HELD;
     }
     if !a.yes {
-        println!(
+        say!(
             "would remove {} hold(s) of {} owner(s) of {} (run again with --yes):",
             going.iter().map(|h| h.count).sum::<u32>(),
             going.len(),
-            a.name
+            escaped(&a.name)
         );
         for h in going {
-            println!(
+            say!(
                 "  {}  {}  {}  held {}  lease left {}",
-                h.client_name().unwrap_or("-"),
-                h.owner,
+                escaped(h.client_name().unwrap_or("-")),
+                escaped(&h.owner),
                 h.mode.as_str(),
                 secs(h.held_for),
                 secs(h.lease_left)
@@ -48,18 +49,18 @@ pub async fn break_lock(client: &LockClient, a: &BreakArgs) -> i32 {
     match client.force_release(&a.name, a.owner.as_deref()).await {
         // (its holds ran out or were released since the look above)
         Ok(r) if r.holds_removed == 0 => {
-            println!(
+            say!(
                 "nothing to break: {} had no hold{whose}{}",
-                a.name,
+                escaped(&a.name),
                 r.fence
                     .map_or(String::new(), |f| format!(" (its fence is now {f})"))
             );
             crate::code::NOTHING_HELD
         }
         Ok(r) => {
-            println!(
+            say!(
                 "broke {}: {} hold(s) removed, fence raised to {}; the holders learn it at their next renewal",
-                a.name,
+                escaped(&a.name),
                 r.holds_removed,
                 r.fence.map_or("-".into(), |f| f.to_string())
             );

@@ -18,7 +18,7 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
         _ => (cluster_rwlock::DEFAULT_LEASE, None),
     };
     let base = match name {
-        Some(name) => base.client_name(name.as_str())?,
+        Some(name) => base.client_name(name.as_str()),
         None => base,
     };
     let base = tls(base, cli)?;
@@ -30,8 +30,11 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
             let margin = config.get_clock_margin() + a.grace;
             if margin > lease / 2 {
                 return Err(format!(
-                    "--grace {:?} is too long for --lease {:?}: the command is told at lease/4 + grace before the lease ends, which must be at most half the lease",
-                    a.grace, lease
+                    "--grace {} is too long for --lease {}: the command is told the lease is lost lease/4 + grace before it ends, which must be at most half the lease; pass --grace {} or less, or --lease {} or more",
+                    humantime::format_duration(a.grace),
+                    humantime::format_duration(lease),
+                    humantime::format_duration(lease.saturating_sub(lease / 2 + config.get_clock_margin())),
+                    humantime::format_duration(a.grace.saturating_mul(4)),
                 )
                 .into());
             }
@@ -60,7 +63,21 @@ fn tls(config: LockConfig, cli: &Cli) -> Result<LockConfig, Box<dyn std::error::
     Ok(config)
 }
 
+/// Why there is no client.
+pub enum NoClient {
+    /// The arguments or the configuration they make are wrong: what to change.
+    Usage(String),
+    /// The cluster could not be reached, or refused the connection.
+    Unreachable(cluster_rwlock::Error),
+}
+
 /// A connected lock client.
-pub async fn client(cli: &Cli) -> Result<LockClient, Box<dyn std::error::Error>> {
-    Ok(LockClient::connect(config(cli).await?).await?)
+pub async fn client(cli: &Cli) -> Result<LockClient, NoClient> {
+    let config = config(cli)
+        .await
+        .map_err(|e| NoClient::Usage(e.to_string()))?;
+    LockClient::connect(config).await.map_err(|e| match e {
+        cluster_rwlock::Error::InvalidConfig(_) => NoClient::Usage(e.to_string()),
+        e => NoClient::Unreachable(e),
+    })
 }

@@ -29,7 +29,7 @@ fn shown(r: &Reply) -> String {
             .map(|(i, r)| format!("{}) {}", i + 1, shown(r)))
             .collect::<Vec<_>>()
             .join("\n"),
-        Reply::Error(e) => format!("(error) {e}"),
+        Reply::Error(e) => format!("(error) {}", crate::shown::escaped(e)),
         _ => "(?)".into(),
     }
 }
@@ -78,10 +78,10 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         Err(e) => return fail("the guarded commands", &e),
     };
     if a.json {
-        println!("{}", Json::Array(replies.iter().map(as_json).collect()));
+        say!("{}", Json::Array(replies.iter().map(as_json).collect()));
     } else {
         for r in &replies {
-            println!("{}", shown(r));
+            say!("{}", shown(r));
         }
     }
     if let Err(e) = released {

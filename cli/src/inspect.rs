@@ -7,6 +7,7 @@ use serde_json::{json, Value as Json};
 use crate::args::InspectArgs;
 use crate::clock::{self, secs};
 use crate::fail;
+use crate::shown::escaped;
 
 pub fn mode(m: Option<Mode>) -> &'static str {
     m.map_or("free", |m| m.as_str())
@@ -48,7 +49,7 @@ pub fn clients(s: &LockState) -> String {
     if names.is_empty() {
         String::new()
     } else {
-        format!(" ({})", names.join(", "))
+        format!(" ({})", escaped(&names.join(", ")))
     }
 }
 
@@ -68,33 +69,33 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
         Err(code) => return code,
     };
     if a.json {
-        println!("{}", state_json(client, &lock, &s));
+        say!("{}", state_json(client, &lock, &s));
         return 0;
     }
     let master = client
         .node_for_slot(lock.slot())
         .unwrap_or_else(|| "?".into());
-    println!("lock     {}", a.name);
-    println!("key      {}", lock.key());
-    println!("slot     {} on {master}", lock.slot());
+    say!("lock     {}", escaped(&a.name));
+    say!("key      {}", escaped(lock.key()));
+    say!("slot     {} on {master}", lock.slot());
     match s.mode {
-        Some(m) => println!("mode     {}", m.as_str()),
-        None => println!("mode     free (nobody holds it now)"),
+        Some(m) => say!("mode     {}", m.as_str()),
+        None => say!("mode     free (nobody holds it now)"),
     }
     match s.fence {
         Some(f) => match clock::fence_time(f) {
-            Some(t) => println!("fence    {f} (granted {})", clock::utc(t)),
-            None => println!("fence    {f}"),
+            Some(t) => say!("fence    {f} (granted {})", clock::utc(t)),
+            None => say!("fence    {f}"),
         },
         // the hash is kept a minute after the last release, as a tombstone with the fence
-        None => println!("fence    - (no grant in the last minute: never taken, or free since)"),
+        None => say!("fence    - (no grant in the last minute: never taken, or free since)"),
     }
-    println!("holders  {}", s.holders.len());
+    say!("holders  {}", s.holders.len());
     for h in &s.holders {
-        println!(
+        say!(
             "  {}  {}  {}  read {} write {} upgradable {}  held {}  lease left {}  renewed {} ago (lease {}){}",
-            h.client_name().unwrap_or("-"),
-            h.owner,
+            escaped(h.client_name().unwrap_or("-")),
+            escaped(&h.owner),
             h.mode.as_str(),
             h.read_holds,
             h.write_holds,
@@ -110,13 +111,13 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
             }
         );
     }
-    println!("waiting writers {}", s.waiting_writers.len());
+    say!("waiting writers {}", s.waiting_writers.len());
     for w in &s.waiting_writers {
-        println!("  {w}");
+        say!("  {}", escaped(w));
     }
-    println!("waiting readers {}", s.waiting_readers.len());
+    say!("waiting readers {}", s.waiting_readers.len());
     for r in &s.waiting_readers {
-        println!("  {r}");
+        say!("  {}", escaped(r));
     }
     0
 }

@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 use crate::args::{glob, Cli, ListArgs};
 use crate::code;
 use crate::inspect::{clients, mode, state_json};
+use crate::shown::escaped;
 
 /// Every lock key under the prefix, on every master.
 async fn lock_keys(client: &LockClient, prefix: &str) -> Result<Vec<String>, Error> {
@@ -66,8 +67,9 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
         }
         match state {
             Ok(s) if a.json => out.push(state_json(client, &lock, &s)),
-            Ok(s) => println!(
-                "{name}\t{}\t{} holder(s){}\t{} waiting ({} readers)\tfence {}\tslot {} on {}",
+            Ok(s) => say!(
+                "{}\t{}\t{} holder(s){}\t{} waiting ({} readers)\tfence {}\tslot {} on {}",
+                escaped(&name),
                 mode(s.mode),
                 s.holders.len(),
                 clients(&s),
@@ -80,23 +82,27 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
                     .unwrap_or_else(|| "?".into())
             ),
             // gone meanwhile, or not one of ours: say so, go on
-            Err(e) => eprintln!("cluster-rwlock: {name}: {e}"),
+            Err(e) => eprintln!(
+                "cluster-rwlock: {}: {}",
+                escaped(&name),
+                escaped(&e.to_string())
+            ),
         }
     }
     if a.json {
-        println!("{}", Json::Array(out));
+        say!("{}", Json::Array(out));
     }
     // on stderr, so that the listing itself stays one line per lock
     let prefix = &cli.prefix;
     if listed == 0 {
         eprintln!(
             "no locks matching '{}' under prefix '{prefix}' (a lock's key exists while it is held or waited for, and a minute after its last release)",
-            a.pattern
+            escaped(&a.pattern)
         );
     } else {
         eprintln!(
             "{listed} lock(s) matching '{}' under prefix '{prefix}': {held} held, {} free",
-            a.pattern,
+            escaped(&a.pattern),
             listed - held
         );
     }

@@ -2,6 +2,13 @@
 //! The crate `cluster-rwlock-cli` (`cargo install cluster-rwlock-cli`): the library's
 //! build gains nothing from it.
 
+/// `println!` through [`shown::line`]: a closed pipe ends the command quietly.
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::shown::line(format_args!($($t)*))
+    };
+}
+
 mod args;
 mod break_lock;
 mod clock;
@@ -11,6 +18,7 @@ mod inspect;
 mod list;
 mod run;
 mod setup;
+mod shown;
 mod watch;
 
 use clap::Parser;
@@ -63,7 +71,11 @@ fn main() {
         }
         let client = match connect::client(&cli).await {
             Ok(c) => c,
-            Err(e) => {
+            Err(connect::NoClient::Usage(e)) => {
+                eprintln!("cluster-rwlock: {}", shown::escaped(&e));
+                return code::USAGE;
+            }
+            Err(connect::NoClient::Unreachable(e)) => {
                 // the error names the node; the URL may carry a password
                 eprintln!(
                     "cluster-rwlock: cannot connect: {e}{}",
@@ -115,7 +127,11 @@ fn connect_hint(url: &str) -> String {
 
 /// Prints an error of the library and returns its exit code.
 pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
-    eprintln!("cluster-rwlock: {what}: {e}");
+    eprintln!(
+        "cluster-rwlock: {}: {}",
+        shown::escaped(what),
+        shown::escaped(&e.to_string())
+    );
     match e {
         cluster_rwlock::Error::Timeout(_) => code::BUSY,
         cluster_rwlock::Error::InvalidName(_)

@@ -8,6 +8,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::{OnLost, RunArgs};
+use crate::shown::escaped;
 use crate::{code, fail};
 
 /// The lock in write mode or read, as `--write`/`--read` and `--timeout` say (`0`: one
@@ -26,7 +27,7 @@ pub async fn acquire(
     match got {
         Ok(Some(g)) => Ok(g),
         Ok(None) => {
-            eprintln!("cluster-rwlock: {} is busy", lock.name());
+            eprintln!("cluster-rwlock: {} is busy", escaped(lock.name()));
             Err(code::BUSY)
         }
         Err(e) => Err(fail(&format!("cannot acquire {}", lock.name()), &e)),
@@ -44,7 +45,7 @@ async fn wait_on(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
                 if !told {
                     eprintln!(
                         "cluster-rwlock: {}: {e}; waiting on (pass --timeout to give up)",
-                        lock.name()
+                        escaped(lock.name())
                     );
                     told = true;
                 }
@@ -150,7 +151,7 @@ pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
             s = child.wait() => break s.map(exit_code).unwrap_or(code::UNAVAILABLE),
             _ = guard.lost(), if !lost => {
                 lost = true;
-                eprintln!("cluster-rwlock: the lease of {} was lost", a.name);
+                eprintln!("cluster-rwlock: the lease of {} was lost", escaped(&a.name));
                 match a.on_lost {
                     OnLost::Ignore => {}
                     OnLost::Term | OnLost::Kill => {
@@ -167,13 +168,20 @@ pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
         Ok(()) if !lost => status,
         Ok(()) | Err(cluster_rwlock::Error::LockLost) => {
             if !lost {
-                eprintln!("cluster-rwlock: the lease of {} had been lost", a.name);
+                eprintln!(
+                    "cluster-rwlock: the lease of {} had been lost",
+                    escaped(&a.name)
+                );
             }
             code::LOST
         }
         // the hold expires after its lease: the command's status still counts
         Err(e) => {
-            eprintln!("cluster-rwlock: release of {}: {e}", a.name);
+            eprintln!(
+                "cluster-rwlock: release of {}: {}",
+                escaped(&a.name),
+                escaped(&e.to_string())
+            );
             status
         }
     }

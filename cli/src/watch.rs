@@ -4,10 +4,12 @@ use std::time::{Duration, SystemTime};
 
 use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessages};
 use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::WatchArgs;
 use crate::clock::{self, secs};
 use crate::inspect::state_json;
+use crate::shown::escaped;
 use crate::{code, fail};
 
 /// How long a change seen in the state waits for the messages that may have caused it
@@ -33,9 +35,10 @@ impl Out {
             if let Some(state) = state {
                 line["state"] = state;
             }
-            println!("{line}");
+            say!("{line}");
         } else {
-            println!("{} {text}", clock::time_of_day(at));
+            // names in it are the applications' own: escaped (our words need none)
+            say!("{} {}", clock::time_of_day(at), escaped(text));
         }
     }
 }
@@ -100,7 +103,25 @@ async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, Stri
     out
 }
 
+/// `watch` until the first SIGINT or SIGTERM, wherever it is (a look at the state, a
+/// wait for messages): its listeners are made once, before anything else, so that no
+/// signal falls between two of them. Ends with status 0, as a watch is meant to end.
 pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        eprintln!("cluster-rwlock: cannot handle signals");
+        return code::UNAVAILABLE;
+    };
+    tokio::select! {
+        status = watch_until_stopped(client, a) => status,
+        _ = interrupt.recv() => 0,
+        _ = terminate.recv() => 0,
+    }
+}
+
+async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
     let lock = match client.rwlock(&a.name) {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
@@ -118,16 +139,15 @@ pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
     let mut last: Option<Seen> = None;
     let mut tick = tokio::time::interval(a.every.max(Duration::from_millis(10)));
     if !a.json {
-        println!(
+        say!(
             "{} watching {} ({}), Ctrl-C to stop",
             clock::now(),
-            a.name,
-            lock.key()
+            escaped(&a.name),
+            escaped(lock.key())
         );
     }
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
             _ = tick.tick() => {}
             heard = async {
                 match messages.as_mut() {
@@ -169,14 +189,13 @@ pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
                 last = Some(seen);
             }
             Err(e) => {
-                eprintln!("cluster-rwlock: {e}");
+                eprintln!("cluster-rwlock: {}", escaped(&e.to_string()));
                 if messages.is_none() {
                     return code::UNAVAILABLE;
                 }
             }
         }
     }
-    0
 }
 
 /// What one look at the lock saw, as far as `watch` tells changes apart.

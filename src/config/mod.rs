@@ -254,28 +254,22 @@ impl LockConfig {
     /// the CLI's `inspect`, `list` and `watch`, and the traces say who holds a lock. It
     /// changes nothing about ownership: two clients of one name still exclude each other
     /// (for holds shared on purpose, see [`RwLock::with_owner`](crate::RwLock::with_owner)).
-    /// 1 to 64 bytes, without whitespace or `/`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a name outside those bounds, here rather than at
-    /// connect.
+    /// 1 to 64 bytes, without whitespace, control characters or `/` (operators read
+    /// it on their terminals). Checked with the rest of the configuration, at
+    /// [`LockClient::connect`](crate::LockClient::connect) ([`Error::InvalidConfig`]).
     ///
     /// ```
-    /// # fn demo() -> cluster_rwlock::Result<()> {
-    /// let config = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
-    ///     .client_name("publisher@host-a")?;
+    /// use cluster_rwlock::{Error, LockClient, LockConfig};
+    /// # async fn demo() {
+    /// let config = LockConfig::cluster(["redis://127.0.0.1:7000"]).client_name("publisher@host-a");
     /// assert_eq!(config.get_client_name(), "publisher@host-a");
-    /// assert!(cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"])
-    ///     .client_name("publisher on host-a")
-    ///     .is_err());
-    /// # Ok(()) }
-    /// # demo().unwrap();
+    /// let bad = LockConfig::cluster(["redis://127.0.0.1:7000"]).client_name("op\x1b[2Kname");
+    /// assert!(matches!(LockClient::connect(bad).await, Err(Error::InvalidConfig(_))));
+    /// # }
     /// ```
-    pub fn client_name(mut self, name: impl Into<String>) -> Result<LockConfig> {
-        let name = name.into();
-        check_client_name(&name)?;
-        self.client_name = name;
-        Ok(self)
+    pub fn client_name(mut self, name: impl Into<String>) -> LockConfig {
+        self.client_name = name.into();
+        self
     }
 
     /// The client name (see [`client_name`](Self::client_name)).
@@ -572,13 +566,14 @@ fn default_client_name() -> String {
     name
 }
 
-/// A client name: 1 to 64 bytes, no whitespace (owner tokens are split on spaces) and no
-/// `/` (it ends the name in the token).
+/// A client name: 1 to 64 bytes, no whitespace (owner tokens are split on spaces), no
+/// control character (it is shown on operators' terminals) and no `/` (it ends the name
+/// in the token).
 fn check_client_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 64 || name.contains(|c: char| c.is_whitespace() || c == '/')
-    {
+    let bad = |c: char| c.is_whitespace() || c.is_control() || c == '/';
+    if name.is_empty() || name.len() > 64 || name.contains(bad) {
         return Err(Error::InvalidConfig(format!(
-            "client name {name:?}: 1 to 64 bytes without whitespace or '/'"
+            "client name {name:?}: 1 to 64 bytes without whitespace, control characters or '/'"
         )));
     }
     Ok(())
@@ -620,12 +615,21 @@ mod tests {
         assert!(base
             .clone()
             .client_name("publisher@host-a")
-            .expect("a good name")
             .to_fred()
             .is_ok());
-        for bad in ["", "a b", "a/b", &"x".repeat(65)] {
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            &"x".repeat(65),
+            "op\x1b[2Kname",
+            "a\u{9b}b",
+        ] {
             assert!(
-                matches!(base.clone().client_name(bad), Err(Error::InvalidConfig(_))),
+                matches!(
+                    base.clone().client_name(bad).to_fred(),
+                    Err(Error::InvalidConfig(_))
+                ),
                 "{bad:?}"
             );
         }

@@ -216,10 +216,7 @@ async fn a_redis_url_of_a_cluster_node_means_the_cluster() {
 async fn holders_carry_a_readable_client_name() {
     let cluster = cluster().await;
     let p = prefix("name");
-    let named = client_with(cluster, |c| {
-        c.prefix(&p).client_name("publisher@host-a").unwrap()
-    })
-    .await;
+    let named = client_with(cluster, |c| c.prefix(&p).client_name("publisher@host-a")).await;
     let plain = client(cluster, &p).await;
     let a = named.rwlock("res").unwrap();
     let b = plain.rwlock("res").unwrap();

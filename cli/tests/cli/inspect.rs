@@ -131,7 +131,7 @@ async fn inspect_and_list_show_the_holders_on_every_master() {
 
     // the holder's readable client name, in the JSON and the text
     let named = client_with(cluster, |c| {
-        c.prefix(&prefix).client_name("publisher@host-a").unwrap()
+        c.prefix(&prefix).client_name("publisher@host-a")
     })
     .await;
     let r = named.rwlock("named").unwrap().read().await.unwrap();

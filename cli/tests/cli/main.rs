@@ -7,6 +7,7 @@
 //! Here: the binary run as a process.
 
 mod common;
+mod hostile;
 mod inspect;
 mod run;
 mod users;

@@ -88,14 +88,15 @@ async fn run_hands_the_fence_to_the_command_and_returns_its_status() {
     cmd.args(["--url", "redis://127.0.0.1:1", "inspect", "x"]);
     assert_eq!(output(cmd).await.status.code(), Some(69));
     // a password in the URL never shows, whatever fails
-    for url in [
-        "redis://app:cli-s3cret@127.0.0.1:1",
-        "http://app:cli-s3cret@127.0.0.1:1",
+    // (a URL of another scheme is an argument mistake: 64)
+    for (url, status) in [
+        ("redis://app:cli-s3cret@127.0.0.1:1", 69),
+        ("http://app:cli-s3cret@127.0.0.1:1", 64),
     ] {
         let mut cmd = Command::new(BIN);
         cmd.args(["--url", url, "inspect", "x"]);
         let out = output(cmd).await;
-        assert_eq!(out.status.code(), Some(69), "{url}");
+        assert_eq!(out.status.code(), Some(status), "{url}");
         let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(!shown.contains("cli-s3cret"), "{shown}");
         assert!(shown.contains("127.0.0.1:1"), "names the node: {shown}");

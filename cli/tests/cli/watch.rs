@@ -12,10 +12,7 @@ use crate::{cli, text};
 async fn watch_sees_uncontended_cycles() {
     let cluster = cluster().await;
     let prefix = prefix("cli-watch");
-    let client = client_with(cluster, |c| {
-        c.prefix(&prefix).client_name("cycler@here").unwrap()
-    })
-    .await;
+    let client = client_with(cluster, |c| c.prefix(&prefix).client_name("cycler@here")).await;
     let lock = client.rwlock("brief").unwrap();
     let mut cmd = cli(cluster, &prefix);
     cmd.args(["watch", "brief", "--every", "50ms"])
@@ -78,14 +75,8 @@ async fn watching<F: std::future::Future<Output = ()>>(
 async fn watch_tells_the_state_at_start_then_a_break_in_causal_order() {
     let cluster = cluster().await;
     let prefix = prefix("cli-watch-break");
-    let holder = client_with(cluster, |c| {
-        c.prefix(&prefix).client_name("stuck@a").unwrap()
-    })
-    .await;
-    let waiter = client_with(cluster, |c| {
-        c.prefix(&prefix).client_name("next@b").unwrap()
-    })
-    .await;
+    let holder = client_with(cluster, |c| c.prefix(&prefix).client_name("stuck@a")).await;
+    let waiter = client_with(cluster, |c| c.prefix(&prefix).client_name("next@b")).await;
     let held = holder.rwlock("broken").unwrap().write().await.unwrap();
     let old_fence = held.fence();
     let next = waiter.rwlock("broken").unwrap();
