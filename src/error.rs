@@ -125,7 +125,10 @@ pub enum Error {
     /// A node did not answer within the time allowed (the command timeout, or the
     /// caller's deadline), or could not be connected to in that time: it may be hung,
     /// cut off or failing over. The command may or may not have run; the lock's own
-    /// calls are idempotent and are sent again where that is safe.
+    /// calls are idempotent and are sent again where that is safe. When the client
+    /// itself was paused past the deadline (a stopped process, a blocked runtime), the
+    /// reply that most likely came meanwhile is waited for a moment first, and the
+    /// message says the client stalled when none came.
     #[error("no answer in time: {0}")]
     Unavailable(String),
     /// A guarded command ([`Grant::guarded`](crate::Grant::guarded)) that cannot run
@@ -134,7 +137,7 @@ pub enum Error {
     #[error("invalid guarded command: {0}")]
     InvalidCommand(String),
     /// A guarded command names a key outside the lock's slot. Nothing was sent.
-    #[error("the key {key:?} is in slot {key_slot}, not in the lock's slot {lock_slot}")]
+    #[error("the key {key:?} is in slot {key_slot}, not in the lock's slot {lock_slot}; {hint}")]
     WrongSlot {
         /// The key.
         key: String,
@@ -142,6 +145,22 @@ pub enum Error {
         key_slot: u16,
         /// The lock's slot.
         lock_slot: u16,
+        /// What would put them in one slot: a lock name with the key's hashtag, or a
+        /// key with the lock's.
+        hint: String,
+    },
+    /// A guarded command failed on the server ([`Guarded::run_checked`](crate::guarded::Guarded::run_checked)):
+    /// the first that did, by its place in the call and its name, with the server's
+    /// message (`WRONGTYPE ...`, `ERR value is not an integer ...`). The commands
+    /// before and after it ran.
+    #[error("guarded command {index} ({command}) failed: {message}")]
+    CommandFailed {
+        /// Its place in the call, from 0.
+        index: usize,
+        /// Its name, as given.
+        command: String,
+        /// The server's message.
+        message: String,
     },
     /// The server answered with an error: a permission refused (`NOPERM`), the
     /// cluster down (`CLUSTERDOWN`), a redirect that could not be followed in time

@@ -65,6 +65,16 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             "the name {name:?} has {why}; a hashtag is written `{{tag}}`"
         )));
     }
+    if name
+        .find('{')
+        .is_some_and(|open| name[open..].starts_with("{}"))
+    {
+        // `product:{}`: Redis hashes a key whose first braces are empty whole, so the
+        // data keys written with it (`product:{}:stock`) would not share the lock's slot
+        return Err(Error::InvalidName(format!(
+            "the name {name:?} has an empty hashtag `{{}}`; a hashtag is written `{{tag}}` (e.g. `product:{{42}}`)"
+        )));
+    }
     if let Some(bare) = alias_of(name) {
         // `{x}` would be the key of the lock `x`: one lock under two names
         return Err(Error::InvalidName(format!(
@@ -271,14 +281,24 @@ mod tests {
             "{a}{b}c",
             "{x}.y",
             "acct:{ 3}",
-            "a{}b",
+            "a{b}{}",
         ] {
             assert!(check_name(fine).is_ok(), "{fine}");
         }
         // braces that cannot be what was meant: the lock would land in another slot
         // than the data of the tag it seems to name
         for typo in [
-            "acct:{3", "acct:3}", "}{tag}", "{{}}", "{a}b}", "a{b{c}}", "a{", "x}y",
+            "acct:{3",
+            "acct:3}",
+            "}{tag}",
+            "{{}}",
+            "{a}b}",
+            "a{b{c}}",
+            "a{",
+            "x}y",
+            "a{}b",
+            "product:{}",
+            "{}",
         ] {
             match check_name(typo) {
                 Err(Error::InvalidName(why)) => assert!(why.contains("hashtag"), "{why}"),

@@ -55,8 +55,8 @@ async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
         .await
         .expect("guarded commands");
     assert_eq!(replies[0].as_str(), Some("OK"));
-    assert_eq!(replies[1].as_int(), Some(2));
-    assert_eq!(replies[2].as_int(), Some(9));
+    assert_eq!(replies[1].as_i64(), Some(2));
+    assert_eq!(replies[2].as_i64(), Some(9));
     assert_eq!(replies[4], Reply::Bytes(bytes.clone()));
     assert!(
         matches!(&replies[5], Reply::Error(e) if e.contains("not an integer")),
@@ -348,7 +348,7 @@ async fn a_command_too_long_for_the_script_is_refused_before_sending() {
     assert_eq!(value(&client, &first).await, None, "nothing was sent");
     args.pop();
     let ran = w.guarded().command("RPUSH", &args).run().await.unwrap();
-    assert_eq!(ran[0].as_int(), Some(MAX_WORDS as i64 - 2));
+    assert_eq!(ran[0].as_i64(), Some(MAX_WORDS as i64 - 2));
     w.release().await.unwrap();
     client.close().await;
 }

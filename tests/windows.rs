@@ -425,3 +425,37 @@ async fn an_unconfirmed_upgrade_is_undone_before_it_is_tried_again() {
     write.release().await.unwrap();
     client.close().await;
 }
+
+/// A client paused past its command timeout (a stopped process, a blocked runtime) is
+/// not a silent node: the reply that most likely came meanwhile is taken, where the
+/// timer alone would have called the node unavailable. Here the whole client is one
+/// current-thread runtime, blocked for 600 ms right after a call with a 100 ms timeout
+/// was made.
+#[test]
+fn a_client_paused_past_its_timeout_takes_the_reply_that_came() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let cluster = cluster().await;
+        let p = prefix("stalled-client");
+        let client = client_with(cluster, |c| {
+            c.prefix(&p).command_timeout(Duration::from_millis(100))
+        })
+        .await;
+        let lock = client.rwlock("doc").unwrap();
+        for round in 0..3 {
+            let call = {
+                let lock = lock.clone();
+                tokio::spawn(async move { lock.state().await })
+            };
+            // the call starts (and its timer with it), then the client stops
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(600));
+            let state = call.await.unwrap();
+            assert!(state.is_ok(), "round {round}: {state:?}");
+        }
+        client.close().await;
+    });
+}

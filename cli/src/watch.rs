@@ -1,8 +1,8 @@
 //! `watch`: a live view of one lock: its release messages and its state when it changes.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessages};
+use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessage, ReleaseMessages};
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -16,6 +16,79 @@ use crate::{code, fail};
 /// (a release's message reaches the watcher about when it reaches the waiter it wakes,
 /// whose grant the look may see first): they are printed first.
 const CAUSES: Duration = Duration::from_millis(25);
+/// At most this many release messages are printed as lines each second (text only: a
+/// busy lock hands over hundreds a second); the others are counted in one line.
+const MESSAGE_LINES_PER_SECOND: u32 = 10;
+
+/// What has been told so far: the newest fence (a look at the state that finds an older
+/// one is older news, and is not told), and the release messages of this second.
+#[derive(Debug)]
+struct Told {
+    newest: Option<u64>,
+    second: Instant,
+    lines: u32,
+    held_back: u32,
+}
+
+impl Told {
+    fn new() -> Told {
+        Told {
+            newest: None,
+            second: Instant::now(),
+            lines: 0,
+            held_back: 0,
+        }
+    }
+
+    fn saw_fence(&mut self, fence: Option<u64>) {
+        self.newest = self.newest.max(fence);
+    }
+
+    /// Whether a look that found `fence` is news: not older than a fence already told.
+    fn is_news(&self, fence: Option<u64>) -> bool {
+        fence >= self.newest
+    }
+
+    /// Tells release message `m`, heard at `at`, unless this second's lines are spent
+    /// (then it is counted, and told by [`flush`](Self::flush)).
+    fn message(&mut self, out: &Out, at: SystemTime, m: &ReleaseMessage) {
+        self.saw_fence(match m {
+            ReleaseMessage::HandedOver { fence, .. } | ReleaseMessage::Broken { fence, .. } => {
+                Some(*fence)
+            }
+            _ => None,
+        });
+        self.flush(out);
+        if out.json || self.lines < MESSAGE_LINES_PER_SECOND {
+            self.lines += 1;
+            out.event_at(at, &m.to_string(), None);
+        } else {
+            self.held_back += 1;
+        }
+    }
+
+    /// Once a second: the count of the messages held back in the second that ended.
+    fn flush(&mut self, out: &Out) {
+        if self.second.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        if self.held_back > 0 {
+            let newest = self
+                .newest
+                .map_or(String::new(), |f| format!(", newest fence {f}"));
+            out.event(
+                &format!(
+                    "... and {} more release messages in that second{newest}",
+                    self.held_back
+                ),
+                None,
+            );
+        }
+        self.second = Instant::now();
+        self.lines = 0;
+        self.held_back = 0;
+    }
+}
 
 /// Where the lines go: text, or one JSON object per line (`--json`).
 struct Out {
@@ -81,22 +154,22 @@ fn now_line(s: &LockState) -> String {
     }
 }
 
-/// A release message as a line (`None`: a gap, which the next look at the state covers).
-fn said(heard: Heard) -> Option<String> {
+/// A release message (`None`: a gap, which the next look at the state covers).
+fn said(heard: Heard) -> Option<ReleaseMessage> {
     match heard {
-        Heard::Message(m) => Some(m.to_string()),
+        Heard::Message(m) => Some(m),
         _ => None,
     }
 }
 
 /// The messages already on their way, read until none comes for `CAUSES`, each with
 /// when it came.
-async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, String)> {
+async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, ReleaseMessage)> {
     let mut out = Vec::new();
     if let Some(rx) = messages {
         while let Ok(heard) = tokio::time::timeout(CAUSES, rx.next()).await {
-            if let Some(line) = said(heard) {
-                out.push((SystemTime::now(), line));
+            if let Some(m) = said(heard) {
+                out.push((SystemTime::now(), m));
             }
         }
     }
@@ -136,6 +209,7 @@ async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
         }
     };
     let out = Out { json: a.json };
+    let mut told = Told::new();
     let mut last: Option<Seen> = None;
     let mut tick = tokio::time::interval(a.every.max(Duration::from_millis(10)));
     if !a.json {
@@ -147,6 +221,8 @@ async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
         );
     }
     loop {
+        // a message is told as it comes; the state is looked at every tick, and after
+        // a gap in the messages
         tokio::select! {
             _ = tick.tick() => {}
             heard = async {
@@ -155,11 +231,13 @@ async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some(line) = said(heard) {
-                    out.event(&line, None);
+                if let Some(m) = said(heard) {
+                    told.message(&out, SystemTime::now(), &m);
+                    continue;
                 }
             }
         }
+        told.flush(&out);
         match lock.state().await {
             Ok(s) => {
                 let seen = Seen::of(&s);
@@ -172,13 +250,15 @@ async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
                     Some(before) => {
                         let mut seen_at = SystemTime::now();
                         for (at, m) in causes(messages.as_mut()).await {
-                            out.event_at(at, &m, None);
+                            told.message(&out, at, &m);
                             // the change is told after its causes, and not as earlier
                             // (a message may come a moment after the look that saw
                             // what it caused)
                             seen_at = seen_at.max(at);
                         }
                         match seen.since(Some(before)) {
+                            // a look older than what a message told: old news
+                            Some(_) if !told.is_news(seen.fence) => {}
                             Some(event) => out.event_at(seen_at, &event, state),
                             // (a queued writer came or went: only the JSON says it)
                             None if a.json => out.event_at(seen_at, "changed", state),
@@ -186,6 +266,7 @@ async fn watch_until_stopped(client: &LockClient, a: &WatchArgs) -> i32 {
                         }
                     }
                 }
+                told.saw_fence(seen.fence);
                 last = Some(seen);
             }
             Err(e) => {
@@ -253,6 +334,45 @@ mod tests {
             holders: holders.iter().map(|h| h.to_string()).collect(),
             waiting: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_look_older_than_a_message_is_not_news() {
+        let out = Out { json: false };
+        let mut told = Told::new();
+        let handed = ReleaseMessage::HandedOver {
+            owner: "w".into(),
+            hold: 1,
+            fence: 123,
+        };
+        told.message(&out, SystemTime::now(), &handed);
+        assert!(!told.is_news(Some(120)), "a look from before the hand-off");
+        assert!(told.is_news(Some(123)) && told.is_news(Some(124)));
+    }
+
+    #[test]
+    fn a_busy_second_is_told_in_ten_lines_and_a_count() {
+        let out = Out { json: false };
+        let mut told = Told::new();
+        for fence in 0..50 {
+            let m = ReleaseMessage::HandedOver {
+                owner: "w".into(),
+                hold: 1,
+                fence,
+            };
+            told.message(&out, SystemTime::now(), &m);
+        }
+        assert_eq!((told.lines, told.held_back), (10, 40));
+        told.second -= Duration::from_secs(1);
+        told.flush(&out);
+        assert_eq!((told.lines, told.held_back), (0, 0));
+        // JSON is for programs: every message
+        let json = Out { json: true };
+        let mut told = Told::new();
+        for _ in 0..50 {
+            told.message(&json, SystemTime::now(), &ReleaseMessage::Free);
+        }
+        assert_eq!(told.held_back, 0);
     }
 
     #[test]

@@ -36,6 +36,22 @@ use crate::sync::lock;
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);
 /// Pause before sending again after an error that the map does not explain.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// A deadline seen this late means the client itself was paused or starved (a stopped
+/// process, a blocked runtime) rather than the node silent: its reply may be here.
+const STALLED: Duration = Duration::from_millis(250);
+/// How long a command whose deadline passed while the client was stalled is given
+/// to deliver the reply that most likely came meanwhile.
+const STALL_GRACE: Duration = Duration::from_millis(250);
+
+/// What came first for a command in flight.
+enum Raced<R> {
+    /// Its reply.
+    Answered(R),
+    /// Its slot moved to another node.
+    Moved,
+    /// Its deadline.
+    Expired,
+}
 
 /// The connection a command is sent on, and what the router knew of its node then.
 #[derive(Clone)]
@@ -295,16 +311,36 @@ impl Router {
                 }),
             };
             let send = op(link);
-            let outcome = tokio::select! {
-                r = send => Some(r),
+            tokio::pin!(send);
+            let raced = tokio::select! {
+                biased;
+                r = &mut send => Raced::Answered(r),
                 moved = self.rerouted(slot, &node, &mut version, deadline) => {
-                    if !moved {
+                    if moved { Raced::Moved } else { Raced::Expired }
+                }
+            };
+            let outcome = match raced {
+                Raced::Answered(r) => Some(r),
+                Raced::Moved => None,
+                Raced::Expired => {
+                    // a deadline seen late: the client was paused, not (only) the node
+                    let late = Instant::now().saturating_duration_since(deadline);
+                    if late < STALLED {
                         return Err(Error::Unavailable(format!(
                             "{} did not answer in {budget:?}",
                             node.addr
                         )));
                     }
-                    None
+                    match tokio::time::timeout(STALL_GRACE, &mut send).await {
+                        Ok(r) => Some(r),
+                        Err(_) => {
+                            return Err(Error::Unavailable(format!(
+                                "{} did not answer in {budget:?}, but this client was itself paused or starved for about {} ms past that (its own clock jumped past the timeout): the node may have answered; the outcome is unknown",
+                                node.addr,
+                                late.as_millis()
+                            )))
+                        }
+                    }
                 }
             };
             let error = match outcome {

@@ -131,6 +131,7 @@ fn checked(lock: &RwLock, mode: Mode, name: &str, args: Vec<Vec<u8>>) -> Result<
                 key: String::from_utf8_lossy(key).into_owned(),
                 key_slot,
                 lock_slot,
+                hint: same_slot_hint(lock.name(), key),
             });
         }
         if crate::keys::is_lock_key(prefix, key) {
@@ -183,8 +184,35 @@ where
     checked(lock, mode, name, args).map(|_| ())
 }
 
-/// One command's reply in a guarded call.
-#[derive(Debug, Clone, PartialEq)]
+/// What would put lock `name` and `key` in one slot: a lock name carrying the key's
+/// hashtag (or the key whole, when it has none), or a key carrying the lock's.
+fn same_slot_hint(name: &str, key: &[u8]) -> String {
+    let key = String::from_utf8_lossy(key);
+    let tag = String::from_utf8_lossy(crate::slot::hashtag(key.as_bytes()));
+    let lock_tag = crate::keys::lock_key("", name);
+    let lock_tag = String::from_utf8_lossy(crate::slot::hashtag(lock_tag.as_bytes()));
+    if tag != key {
+        // the key has a hashtag: a lock name with the same one shares its slot
+        let bare = name.split('{').next().unwrap_or(name).trim_end_matches(':');
+        let bare = if bare.is_empty() { "lock" } else { bare };
+        format!(
+            "a lock named {:?} would share the key's slot (or give the key the hashtag {{{lock_tag}}})",
+            format!("{bare}:{{{tag}}}")
+        )
+    } else {
+        format!("give the key the lock's hashtag: {{{lock_tag}}} (e.g. \"{key}:{{{lock_tag}}}\")")
+    }
+}
+
+/// One command's reply in a guarded call. Its `Debug` shows text as text
+/// (`Bytes("4651")`), bytes that are not UTF-8 as bytes.
+///
+/// ```
+/// use cluster_rwlock::guarded::Reply;
+/// assert_eq!(format!("{:?}", Reply::Bytes(b"4651".to_vec())), r#"Bytes("4651")"#);
+/// assert_eq!(format!("{:?}", Reply::Bytes(vec![0xff])), "Bytes([255])");
+/// ```
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Reply {
     /// No value (a missing key, a field that is not there).
@@ -234,17 +262,76 @@ impl Reply {
         }
     }
 
-    /// The reply as an integer.
+    /// The reply as an integer: an integer reply, or a string reply that is one in
+    /// decimal (`HGET` of a counter, `GET`).
     ///
     /// ```
     /// use cluster_rwlock::guarded::Reply;
-    /// assert_eq!(Reply::Integer(41).as_int(), Some(41));
-    /// assert_eq!(Reply::Nil.as_int(), None);
+    /// assert_eq!(Reply::Integer(41).as_i64(), Some(41));
+    /// assert_eq!(Reply::Bytes(b"-12".to_vec()).as_i64(), Some(-12));
+    /// assert_eq!(Reply::Bytes(b"12 apples".to_vec()).as_i64(), None);
+    /// assert_eq!(Reply::Nil.as_i64(), None);
     /// ```
-    pub fn as_int(&self) -> Option<i64> {
+    pub fn as_i64(&self) -> Option<i64> {
         match self {
             Reply::Integer(i) => Some(*i),
+            Reply::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
             _ => None,
+        }
+    }
+
+    /// The reply's bytes, for a string or status reply.
+    ///
+    /// ```
+    /// use cluster_rwlock::guarded::Reply;
+    /// assert_eq!(Reply::Bytes(vec![0, 1]).as_bytes(), Some(&[0u8, 1][..]));
+    /// assert_eq!(Reply::Nil.as_bytes(), None);
+    /// ```
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Reply::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Whether the reply is nil (a missing key or field).
+    ///
+    /// ```
+    /// use cluster_rwlock::guarded::Reply;
+    /// assert!(Reply::Nil.is_nil());
+    /// assert!(!Reply::Integer(0).is_nil());
+    /// ```
+    pub fn is_nil(&self) -> bool {
+        matches!(self, Reply::Nil)
+    }
+
+    /// The error message, for a command that failed.
+    ///
+    /// ```
+    /// use cluster_rwlock::guarded::Reply;
+    /// let r = Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into());
+    /// assert!(r.error().is_some_and(|m| m.starts_with("WRONGTYPE")));
+    /// assert_eq!(Reply::Nil.error(), None);
+    /// ```
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Reply::Error(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Nil => f.write_str("Nil"),
+            Reply::Integer(i) => f.debug_tuple("Integer").field(i).finish(),
+            Reply::Bytes(b) => match std::str::from_utf8(b) {
+                Ok(s) => f.debug_tuple("Bytes").field(&s).finish(),
+                Err(_) => f.debug_tuple("Bytes").field(b).finish(),
+            },
+            Reply::Array(a) => f.debug_tuple("Array").field(a).finish(),
+            Reply::Error(m) => f.debug_tuple("Error").field(m).finish(),
         }
     }
 }
@@ -263,7 +350,7 @@ impl Reply {
 ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
 ///     .run()
 ///     .await?; // Error::LockLost, and nothing written, if the hold is gone
-/// assert_eq!(replies[1].as_int(), Some(9));
+/// assert_eq!(replies[1].as_i64(), Some(9));
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
@@ -417,11 +504,79 @@ impl<'a> Guarded<'a> {
             })
             .collect())
     }
+
+    /// As [`run`](Self::run), with the first command that failed turned into
+    /// [`Error::CommandFailed`], which names it: for callers that treat any failed
+    /// command as an error (the commands after it ran all the same).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// let replies = guard
+    ///     .guarded()
+    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+    ///     .run_checked()
+    ///     .await?; // Err(CommandFailed { command: "HINCRBY", .. }) on a bad value
+    /// let left = replies[0].as_i64();
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), and [`Error::CommandFailed`].
+    pub async fn run_checked(self) -> Result<Vec<Reply>> {
+        let names: Vec<String> = self
+            .commands
+            .iter()
+            .map(|words| String::from_utf8_lossy(words.first().map_or(&[][..], |w| w)).into())
+            .collect();
+        let replies = self.run().await?;
+        match replies.iter().position(|r| r.error().is_some()) {
+            None => Ok(replies),
+            Some(index) => Err(Error::CommandFailed {
+                index,
+                command: names.get(index).cloned().unwrap_or_default(),
+                message: replies[index].error().unwrap_or_default().to_string(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_in_another_slot_gets_a_name_that_would_share_it() {
+        let hint = same_slot_hint("orders-42", b"stock:{42}");
+        assert!(hint.contains(r#""orders-42:{42}""#), "{hint}");
+        let suggested = crate::keys::lock_key("p", "orders-42:{42}");
+        assert_eq!(
+            crate::slot::key_slot(suggested.as_bytes()),
+            crate::slot::key_slot(b"stock:{42}")
+        );
+        let hint = same_slot_hint("orders:{7}", b"stock:{42}");
+        assert!(hint.contains(r#""orders:{42}""#), "{hint}");
+        let hint = same_slot_hint("orders:{42}", b"stock42");
+        assert!(
+            hint.contains("{42}") && hint.contains("stock42:{42}"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn replies_read_as_users_expect() {
+        assert_eq!(Reply::Bytes(b"4651".to_vec()).as_i64(), Some(4651));
+        assert_eq!(
+            format!("{:?}", Reply::Bytes(b"4651".to_vec())),
+            "Bytes(\"4651\")"
+        );
+        assert_eq!(
+            format!("{:?}", Reply::Array(vec![Reply::Nil, Reply::Integer(2)])),
+            "Array([Nil, Integer(2)])"
+        );
+    }
 
     #[test]
     fn every_command_is_named_once_in_capitals() {

@@ -57,7 +57,7 @@ local function acquire(KEYS, ARGV)
   -- this owner's place in the queue, if it has one
   local q = queued_entry(owner)
   if q == false then return {-4, 'q:' .. owner} end
-  local hw, _, hg = head()
+  -- (the queue's head is read only where it decides: a busy lock's attempt reads none)
   local granted = false
   if mode == 'w' then
     if mine ~= nil then
@@ -65,14 +65,10 @@ local function acquire(KEYS, ARGV)
       granted = true
     elseif held == 0 then
       -- first in the queue, or nobody queued
+      local hw, _, hg = head()
       granted = hw == owner or (hw == nil and hg == nil)
     end
   else
-    -- a reader's place passed by (its group was dropped): it comes as a new reader
-    if q and q.reader and q.ticket < qh then
-      del('q:' .. owner)
-      q = nil
-    end
     if mine ~= nil then
       -- an owner that holds may always add a hold
       granted = true
@@ -80,6 +76,12 @@ local function acquire(KEYS, ARGV)
       -- no writer holds, nor an upgrade waits for the readers to leave; readers enter
       -- when their group is first in the queue, a new reader when no writer is queued
       -- at all (the queue is empty, or is one reader group)
+      local hw, _, hg = head()
+      if q and q.reader and q.ticket < qh then
+        -- its place passed by (its group was dropped): it comes as a new reader
+        del('q:' .. owner)
+        q = nil
+      end
       if q and q.reader then
         granted = hg == q.ticket
       else
