@@ -156,7 +156,7 @@ pub enum Error {
     #[error("guarded command {index} ({command}) failed: {message}")]
     CommandFailed {
         /// Its place in the call, from 0.
-        index: usize,
+        index: u32,
         /// Its name, as given.
         command: String,
         /// The server's message.
@@ -519,6 +519,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_stay_small() {
+        // every `Result` of the crate carries one, and every future that holds a result
+        let size = std::mem::size_of::<super::Error>();
+        eprintln!("size of Error: {size} bytes");
+        assert!(size <= 56, "{size}");
+    }
+
     use super::*;
     use fred::error::{Error as FredError, ErrorKind};
 

@@ -225,21 +225,28 @@ mod tests {
         for name in [
             "orders:42",
             "orders:{42}",
-            "a{}b",
-            "{}",
+            "a{b}{}",
             "{u}:profile",
             "a:released",
         ] {
             let key = lock_key("rwlock", name);
             assert_eq!(lock_name("rwlock", &key).as_deref(), Some(name), "{key}");
         }
+        // an empty hashtag is no lock's name
+        assert_eq!(lock_name("rwlock", "rwlock:{a{}b}"), None);
         assert_eq!(lock_name("rwlock", "rwlock:plain"), None);
         assert_eq!(lock_name("rwlock", "rwlockx:{a}"), None);
     }
 
     #[test]
     fn lock_keys_and_channels_of_any_name_are_recognised() {
-        for name in ["orders:{42}", "invoices:{42}", "orders:42", "a{}b", "{u}:x"] {
+        for name in [
+            "orders:{42}",
+            "invoices:{42}",
+            "orders:42",
+            "a{b}{}",
+            "{u}:x",
+        ] {
             let key = lock_key("rwlock", name);
             assert!(is_lock_key("rwlock", key.as_bytes()), "{key}");
             assert!(is_lock_key("rwlock", channel(&key).as_bytes()), "{key}");

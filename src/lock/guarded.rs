@@ -535,7 +535,7 @@ impl<'a> Guarded<'a> {
         match replies.iter().position(|r| r.error().is_some()) {
             None => Ok(replies),
             Some(index) => Err(Error::CommandFailed {
-                index,
+                index: u32::try_from(index).unwrap_or(u32::MAX),
                 command: names.get(index).cloned().unwrap_or_default(),
                 message: replies[index].error().unwrap_or_default().to_string(),
             }),
