@@ -226,3 +226,37 @@ fn labels(name: &str, label_name: bool, mode: Mode) -> Vec<metrics::Label> {
     }
     labels
 }
+
+#[cfg(test)]
+mod tests {
+    /// The metric names in `text`: each `cluster_rwlock_<name>` between quotes or
+    /// backticks.
+    fn metric_names(text: &str, quote: char) -> std::collections::BTreeSet<String> {
+        let start = format!("{quote}cluster_rwlock_");
+        text.match_indices(&start)
+            .filter_map(|(at, _)| {
+                let name = &text[at + 1..];
+                let end = name.find(quote)?;
+                Some(name[..end].to_string())
+            })
+            .collect()
+    }
+
+    /// The crate docs' table of metrics names exactly the metrics this module emits:
+    /// a metric added, renamed or removed without the docs fails here.
+    #[test]
+    fn the_documented_metrics_are_the_emitted_metrics() {
+        let emitted = metric_names(include_str!("observe.rs"), '"');
+        // the table of the crate docs' "Metrics" section (the library's name, also
+        // `cluster_rwlock_...`, is elsewhere on the page)
+        let docs = include_str!("lib.rs");
+        let table = docs
+            .split_once("//! ## Metrics\n")
+            .and_then(|(_, rest)| rest.split_once("//! Labels never"))
+            .map(|(table, _)| table)
+            .expect("the crate docs have a Metrics section");
+        let documented = metric_names(table, '`');
+        assert_eq!(emitted.len(), 13, "{emitted:?}");
+        assert_eq!(documented, emitted);
+    }
+}
