@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cluster_rwlock::{AnyGuard as Guard, LockClient, Mode, RwLock};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::args::{OnLost, RunArgs};
 use crate::shown::escaped;
@@ -116,17 +116,29 @@ async fn stop(child: &mut Child, kill_at_once: bool, grace: Duration) -> i32 {
     status.map(exit_code).unwrap_or(code::UNAVAILABLE)
 }
 
+/// Listeners of SIGINT and SIGTERM, made once for the whole command (a listener made
+/// later would miss a signal that came before it); the exit code when they cannot be.
+pub fn stop_signals() -> Result<(Signal, Signal), i32> {
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(interrupt), Ok(terminate)) => Ok((interrupt, terminate)),
+        _ => {
+            eprintln!("cluster-rwlock: cannot handle signals");
+            Err(code::UNAVAILABLE)
+        }
+    }
+}
+
 pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
     let lock = match client.rwlock(&a.name) {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        eprintln!("cluster-rwlock: cannot handle signals");
-        return code::UNAVAILABLE;
+    let (mut interrupt, mut terminate) = match stop_signals() {
+        Ok(listeners) => listeners,
+        Err(code) => return code,
     };
     // Ctrl-C while waiting: give up (nothing is left behind)
     let guard = tokio::select! {

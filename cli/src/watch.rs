@@ -4,7 +4,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessage, ReleaseMessages};
 use serde_json::json;
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::args::WatchArgs;
 use crate::clock::{self, secs};
@@ -180,12 +179,9 @@ async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, Rele
 /// wait for messages): its listeners are made once, before anything else, so that no
 /// signal falls between two of them. Ends with status 0, as a watch is meant to end.
 pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        eprintln!("cluster-rwlock: cannot handle signals");
-        return code::UNAVAILABLE;
+    let (mut interrupt, mut terminate) = match crate::run::stop_signals() {
+        Ok(listeners) => listeners,
+        Err(code) => return code,
     };
     tokio::select! {
         status = watch_until_stopped(client, a) => status,
