@@ -1,8 +1,6 @@
 //! `setup`: load (or upgrade) the lock's function library on every master, once, as a
 //! user allowed `FUNCTION LOAD`, for clients whose user may only call it.
 
-use std::io::Write;
-
 use cluster_rwlock::LockClient;
 
 use crate::args::Cli;
@@ -12,18 +10,15 @@ pub async fn setup(cli: &Cli) -> i32 {
     let config = match crate::connect::config(cli).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("cluster-rwlock: {e}");
+            eprintln!("cluster-rwlock: {}", crate::shown::escaped(&e.to_string()));
             return crate::code::USAGE;
         }
     };
     match LockClient::setup(&config).await {
         Ok(found) => {
-            let mut out = std::io::stdout().lock();
+            // (the loading is done: a closed pipe ends the listing, status 0)
             for (master, setup) in found {
-                // (a closed pipe ends the listing, not the command)
-                if writeln!(out, "{master}: {setup}").is_err() {
-                    break;
-                }
+                say!("{master}: {setup}");
             }
             0
         }

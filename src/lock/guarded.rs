@@ -131,7 +131,7 @@ fn checked(lock: &RwLock, mode: Mode, name: &str, args: Vec<Vec<u8>>) -> Result<
                 key: String::from_utf8_lossy(key).into_owned(),
                 key_slot,
                 lock_slot,
-                hint: same_slot_hint(lock.name(), key),
+                hint: same_slot_hint(lock.name(), lock.key(), key),
             });
         }
         if crate::keys::is_lock_key(prefix, key) {
@@ -184,13 +184,13 @@ where
     checked(lock, mode, name, args).map(|_| ())
 }
 
-/// What would put lock `name` and `key` in one slot: a lock name carrying the key's
-/// hashtag (or the key whole, when it has none), or a key carrying the lock's.
-fn same_slot_hint(name: &str, key: &[u8]) -> String {
+/// What would put lock `name` (whose hash is `lock_key`) and `key` in one slot: a lock
+/// name carrying the key's hashtag (or the key whole, when it has none), or a key
+/// carrying the lock's.
+fn same_slot_hint(name: &str, lock_key: &str, key: &[u8]) -> String {
     let key = String::from_utf8_lossy(key);
     let tag = String::from_utf8_lossy(crate::slot::hashtag(key.as_bytes()));
-    let lock_tag = crate::keys::lock_key("", name);
-    let lock_tag = String::from_utf8_lossy(crate::slot::hashtag(lock_tag.as_bytes()));
+    let lock_tag = String::from_utf8_lossy(crate::slot::hashtag(lock_key.as_bytes()));
     if tag != key {
         // the key has a hashtag: a lock name with the same one shares its slot
         let bare = name.split('{').next().unwrap_or(name).trim_end_matches(':');
@@ -549,16 +549,28 @@ mod tests {
 
     #[test]
     fn a_key_in_another_slot_gets_a_name_that_would_share_it() {
-        let hint = same_slot_hint("orders-42", b"stock:{42}");
+        let hint = same_slot_hint(
+            "orders-42",
+            &crate::keys::lock_key("p", "orders-42"),
+            b"stock:{42}",
+        );
         assert!(hint.contains(r#""orders-42:{42}""#), "{hint}");
         let suggested = crate::keys::lock_key("p", "orders-42:{42}");
         assert_eq!(
             crate::slot::key_slot(suggested.as_bytes()),
             crate::slot::key_slot(b"stock:{42}")
         );
-        let hint = same_slot_hint("orders:{7}", b"stock:{42}");
+        let hint = same_slot_hint(
+            "orders:{7}",
+            &crate::keys::lock_key("p", "orders:{7}"),
+            b"stock:{42}",
+        );
         assert!(hint.contains(r#""orders:{42}""#), "{hint}");
-        let hint = same_slot_hint("orders:{42}", b"stock42");
+        let hint = same_slot_hint(
+            "orders:{42}",
+            &crate::keys::lock_key("p", "orders:{42}"),
+            b"stock42",
+        );
         assert!(
             hint.contains("{42}") && hint.contains("stock42:{42}"),
             "{hint}"
