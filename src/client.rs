@@ -12,7 +12,7 @@ use crate::error::{ClientResult, Error, Result};
 use crate::keys;
 use crate::lease::Keeper;
 use crate::lock::RwLock;
-use crate::scripts::{Counters, Scripts, Setup};
+use crate::scripts::{Breaking, Counters, Scripts, Setup};
 use crate::shared::Shared;
 
 /// A connection to Redis (a cluster or one node) that hands out locks.
@@ -94,6 +94,9 @@ pub struct ForceReleased {
     /// The fence the break raised: every later grant's fence is above it (when nothing
     /// was removed, the last fence; `None` when the lock remembers none).
     pub fence: Option<u64>,
+    /// How many places in the queue were taken out (by
+    /// [`LockClient::break_client`]; 0 otherwise).
+    pub places_removed: u64,
 }
 
 /// Makes sure every master serves the lock's function library (see
@@ -309,11 +312,56 @@ impl LockClient {
             crate::keys::check_owner(o)?;
         }
         let raw = crate::raw::RawLock::new(self.inner.clone(), name);
-        let (holds_removed, fence) = raw.force_release(owner).await?;
+        let only = owner.map_or(Breaking::Everyone, Breaking::Owner);
+        let (holds_removed, fence, places_removed) = raw.force_release(only).await?;
         crate::observe::forced(name, owner, holds_removed);
         Ok(ForceReleased {
             holds_removed,
             fence,
+            places_removed,
+        })
+    }
+
+    /// Breaks every hold a CLIENT has on the lock `name`, as etcd's lease revoke does for
+    /// its keys: the holds of every owner token made by a client of that
+    /// [`client_name`](LockConfig::client_name) (each hold has its own token, so
+    /// [`force_release`](Self::force_release) with one token reaches one hold), AND their
+    /// places in the queue, so that the lock is not handed to another task of the same
+    /// stuck process. The waiters are told and the fence is raised as by
+    /// [`force_release`](Self::force_release); holds taken under an explicit owner token
+    /// ([`RwLock::with_owner`](crate::RwLock::with_owner)) are not the client's and stay.
+    /// [`RwLock::state`] before it tells who would go ([`Holder::client_name`](crate::Holder::client_name))
+    /// and who is next. Logged at `warn` and counted as a forced release.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped call may or may not have broken the lock (look with
+    /// [`RwLock::state`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], or [`Error::InvalidConfig`] for a name no client may have
+    /// (see [`LockConfig::client_name`]); as [`RwLock::state`] otherwise.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// // the process "worker-7@host-b" froze holding the lock and queued for it again
+    /// let broken = client.break_client("orders:{42}", "worker-7@host-b").await?;
+    /// println!(
+    ///     "{} holds and {} places removed; fence now {:?}",
+    ///     broken.holds_removed, broken.places_removed, broken.fence
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub async fn break_client(&self, name: &str, client_name: &str) -> Result<ForceReleased> {
+        keys::check_name(name)?;
+        crate::config::check_client_name(client_name)?;
+        let raw = crate::raw::RawLock::new(self.inner.clone(), name);
+        let (holds_removed, fence, places_removed) =
+            raw.force_release(Breaking::Client(client_name)).await?;
+        crate::observe::forced(name, Some(client_name), holds_removed);
+        Ok(ForceReleased {
+            holds_removed,
+            fence,
+            places_removed,
         })
     }
 

@@ -149,18 +149,32 @@ pub enum Error {
         /// key with the lock's.
         hint: String,
     },
-    /// A guarded command failed on the server ([`Guarded::run_checked`](crate::guarded::Guarded::run_checked)):
-    /// the first that did, by its place in the call and its name, with the server's
-    /// message (`WRONGTYPE ...`, `ERR value is not an integer ...`). The commands
-    /// before and after it ran.
-    #[error("guarded command {index} ({command}) failed: {message}")]
+    /// A guarded command failed, or would have: by its place in the branch that ran
+    /// and its name, with the server's message (`WRONGTYPE ...`, `ERR value is not an
+    /// integer ...`). With `nothing_ran`, the function found it would fail before any
+    /// command ran ([`Guarded`](crate::guarded::Guarded) says what it checks): the call
+    /// wrote NOTHING. Without, it failed while running
+    /// ([`Guarded::run_checked`](crate::guarded::Guarded::run_checked)): the commands
+    /// before it ran and stay, none after it ran.
+    #[error("guarded command {index} ({command}) {}: {message}", if *nothing_ran { "would fail, so nothing ran" } else { "failed" })]
     CommandFailed {
-        /// Its place in the call, from 0.
+        /// Its place in its branch, from 0.
         index: u32,
-        /// Its name, as given.
+        /// Its name, in capitals (`a condition` for a condition that could not be read).
         command: String,
         /// The server's message.
         message: String,
+        /// Found before any command ran: nothing was written.
+        nothing_ran: bool,
+    },
+    /// A condition of a guarded call did not hold (by its place, from 0): the commands
+    /// after [`otherwise`](crate::guarded::Guarded::otherwise), if any, ran instead of
+    /// the others ([`Guarded::commit`](crate::guarded::Guarded::commit) returns their
+    /// replies).
+    #[error("guarded call: condition {index} did not hold")]
+    ConditionFailed {
+        /// Its place among the conditions, from 0.
+        index: u32,
     },
     /// The server answered with an error: a permission refused (`NOPERM`), the
     /// cluster down (`CLUSTERDOWN`), a redirect that could not be followed in time

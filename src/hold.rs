@@ -169,13 +169,9 @@ impl Hold {
     /// Runs guarded commands (see `lua/guarded.lua`) under this hold.
     pub async fn guarded(
         &self,
-        writes: bool,
-        keys: &[Vec<u8>],
-        commands: &[Vec<Vec<u8>>],
-    ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
-        self.raw
-            .guarded(&self.owner, self.id, writes, keys, commands)
-            .await
+        call: &crate::scripts::GuardedCall<'_>,
+    ) -> Result<crate::scripts::GuardedReply> {
+        self.raw.guarded(&self.owner, self.id, call).await
     }
 
     fn observe_release(&self, ok: bool) {

@@ -29,7 +29,7 @@ use crate::cluster::router::Link;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{Attempt, Intent, RawState, Released};
+use crate::scripts::{Attempt, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released};
 use crate::shared::{Op, Shared};
 use crate::slot;
 
@@ -327,10 +327,8 @@ impl RawLock {
         &self,
         owner: &str,
         id: u64,
-        writes: bool,
-        keys: &[Vec<u8>],
-        commands: &[Vec<Vec<u8>>],
-    ) -> Result<Vec<std::result::Result<fred::types::Value, String>>> {
+        call: &GuardedCall<'_>,
+    ) -> Result<GuardedReply> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
         let in_flight = AtomicBool::new(false);
@@ -346,7 +344,7 @@ impl RawLock {
                 let on = inner.on(&c, key, Op::Guarded, None);
                 let reply = inner
                     .scripts
-                    .guarded(on, keys, owner, id, writes, commands)
+                    .guarded(on, owner, id, call)
                     .await;
                 if redirected(&reply) {
                     in_flight.store(false, Ordering::Release);
@@ -389,7 +387,7 @@ impl RawLock {
     /// Removes every hold, or `only`'s, wakes the waiters and raises the fence
     /// (`lua/force_release.lua`): the holds removed and the fence. Unconfirmed, as a
     /// release: a replica that misses it keeps more holds, never fewer.
-    pub async fn force_release(&self, only: Option<&str>) -> Result<(u64, Option<u64>)> {
+    pub async fn force_release(&self, only: Breaking<'_>) -> Result<(u64, Option<u64>, u64)> {
         on_lock!(self, Op::ForceRelease, None, |scripts, on| scripts
             .force_release(on, only))
     }

@@ -47,8 +47,6 @@ async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
         .command("hincrby", [stock.as_str(), "n", "-1"])
         .command("SET", [blob.as_bytes(), bytes.as_slice()])
         .get(&blob)
-        // a command that fails (not a number) does not stop the next, nor undo the others
-        .command("INCR", [status.as_str()])
         .command("HGET", [stock.as_str(), "fence"])
         .get(&format!("missing:{{{t}}}"))
         .run()
@@ -58,12 +56,8 @@ async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
     assert_eq!(replies[1].as_i64(), Some(2));
     assert_eq!(replies[2].as_i64(), Some(9));
     assert_eq!(replies[4], Reply::Bytes(bytes.clone()));
-    assert!(
-        matches!(&replies[5], Reply::Error(e) if e.contains("not an integer")),
-        "{replies:?}"
-    );
-    assert_eq!(replies[6].as_str(), Some(fence.as_str()));
-    assert_eq!(replies[7], Reply::Nil);
+    assert_eq!(replies[5].as_str(), Some(fence.as_str()));
+    assert_eq!(replies[6], Reply::Nil);
     assert_eq!(value(&client, &status).await.as_deref(), Some(&b"paid"[..]));
     assert_eq!(value(&client, &blob).await, Some(bytes));
 
@@ -100,6 +94,276 @@ async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
     assert!(matches!(e, Error::InvalidCommand(_)), "{e}");
     assert_eq!(value(&client, &status).await.as_deref(), Some(&b"paid"[..]));
     r.release().await.unwrap();
+    client.close().await;
+}
+
+/// All or nothing, as far as Redis allows: a command that would fail (a key of another
+/// type, a value that is not an integer) is found before any runs, and the call writes
+/// nothing; one that fails only while running (an overflow) stops the call there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_would_fail_stops_the_call_before_anything_runs() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-all-or-nothing");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("order:{{{t}}}")).unwrap();
+    let (status, stock, orders) = (
+        format!("order:{{{t}}}:status"),
+        format!("stock:{{{t}}}"),
+        format!("orders:{{{t}}}"),
+    );
+    let w = lock.write().await.unwrap();
+    w.guarded()
+        .set(&status, "new")
+        .command("HSET", [stock.as_str(), "n", "ten"])
+        .run()
+        .await
+        .unwrap();
+    for (what, call) in [
+        // INCR of a word, after a write that would have landed
+        (
+            "INCR",
+            w.guarded()
+                .command("RPUSH", [orders.as_str(), "o-1"])
+                .command("INCR", [status.as_str()]),
+        ),
+        // HINCRBY of a field that is not a number
+        (
+            "HINCRBY",
+            w.guarded()
+                .command("RPUSH", [orders.as_str(), "o-1"])
+                .command("HINCRBY", [stock.as_str(), "n", "-1"]),
+        ),
+        // a list command on a string
+        (
+            "LPUSH",
+            w.guarded()
+                .command("RPUSH", [orders.as_str(), "o-1"])
+                .command("LPUSH", [status.as_str(), "x"]),
+        ),
+    ] {
+        let e = call.run().await.unwrap_err();
+        match &e {
+            Error::CommandFailed {
+                index,
+                command,
+                nothing_ran,
+                ..
+            } => {
+                assert_eq!(
+                    (*index, command.as_str(), *nothing_ran),
+                    (1, what, true),
+                    "{e}"
+                );
+            }
+            other => panic!("{what}: {other}"),
+        }
+        let pushed: i64 = client.redis().llen(&orders).await.unwrap();
+        assert_eq!(pushed, 0, "{what}: the command before it did not run");
+    }
+    // what the commands before it leave is taken into account: DEL then LPUSH is fine
+    let replies = w
+        .guarded()
+        .del(&status)
+        .command("LPUSH", [status.as_str(), "x"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(replies[1].as_i64(), Some(1));
+    // the number of arguments is checked before sending, with the command named
+    let e = w
+        .guarded()
+        .command("HINCRBY", [stock.as_str(), "n"])
+        .run()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidCommand(m) if m.contains("HINCRBY") && m.contains("takes 3")),
+        "{e}"
+    );
+    // an overflow is found only while running: the call stops there
+    let big = format!("big:{{{t}}}");
+    let replies = w
+        .guarded()
+        .set(&big, i64::MAX.to_string())
+        .command("INCR", [big.as_str()])
+        .command("RPUSH", [orders.as_str(), "o-2"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(replies[1].error().is_some_and(|m| m.contains("overflow")));
+    let pushed: i64 = client.redis().llen(&orders).await.unwrap();
+    assert_eq!(pushed, 0, "nothing after the failed command ran");
+    let e = w
+        .guarded()
+        .command("INCR", [big.as_str()])
+        .run_checked()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::CommandFailed {
+                index: 0,
+                nothing_ran: false,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    w.release().await.unwrap();
+    client.close().await;
+}
+
+/// Conditions, checked in the same call before any command: "decrement if > 0" in one
+/// call, an else-branch, exact 64-bit comparisons, and a batch built and checked before
+/// the lock is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditions_choose_the_branch_that_runs() {
+    use cluster_rwlock::guarded::{Batch, Condition};
+    let cluster = cluster().await;
+    let p = prefix("guarded-conditions");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("product:{{{t}}}")).unwrap();
+    let (stock, orders) = (format!("stock:{{{t}}}"), format!("orders:{{{t}}}"));
+    let w = lock.write().await.unwrap();
+    w.guarded()
+        .command("HSET", [stock.as_str(), "n", "2"])
+        .run()
+        .await
+        .unwrap();
+    let mut sold = 0;
+    for i in 0..4 {
+        let id = format!("o-{i}");
+        let out = w
+            .guarded()
+            .when(Condition::field(&stock, "n").gt(0))
+            .command("HINCRBY", [stock.as_str(), "n", "-1"])
+            .command("RPUSH", [orders.as_str(), id.as_str()])
+            .otherwise()
+            .command("HGET", [stock.as_str(), "n"])
+            .commit()
+            .await
+            .unwrap();
+        if out.succeeded {
+            sold += 1;
+            assert_eq!(out.replies.len(), 2);
+            assert_eq!(out.failed_condition, None);
+        } else {
+            assert_eq!(out.failed_condition, Some(0));
+            assert_eq!(out.replies[0].as_i64(), Some(0), "the else-branch ran");
+        }
+    }
+    assert_eq!(sold, 2);
+    let left: Vec<String> = client.redis().lrange(&orders, 0, -1).await.unwrap();
+    assert_eq!(left, ["o-0", "o-1"]);
+    // `run` says a condition failed; several conditions: the first that fails is named
+    let e = w
+        .guarded()
+        .when(Condition::exists(&stock))
+        .when(Condition::field(&stock, "n").ge(1))
+        .command("HINCRBY", [stock.as_str(), "n", "-1"])
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::ConditionFailed { index: 1 }), "{e}");
+    // comparisons are exact beyond 2^53, and bytes compare as bytes
+    let big = format!("big:{{{t}}}");
+    w.guarded()
+        .set(&big, "9007199254740993")
+        .run()
+        .await
+        .unwrap();
+    for (condition, holds) in [
+        (Condition::value(&big).gt(9_007_199_254_740_992), true),
+        (Condition::value(&big).gt(9_007_199_254_740_993), false),
+        (Condition::value(&big).le(9_007_199_254_740_993), true),
+        (Condition::value(&big).lt(i64::MIN), false),
+        (Condition::value(&big).eq("9007199254740993"), true),
+        (Condition::value(&big).ne("9007199254740993"), false),
+        (Condition::value(format!("none:{{{t}}}")).missing(), true),
+        (
+            Condition::value(format!("none:{{{t}}}")).ge(i64::MIN),
+            false,
+        ),
+        (Condition::missing(&stock), false),
+    ] {
+        let out = w.guarded().when(condition.clone()).commit().await.unwrap();
+        assert_eq!(out.succeeded, holds, "{condition:?}");
+    }
+    // a condition on a key of another type fails the call before anything runs
+    let e = w
+        .guarded()
+        .when(Condition::value(&stock).eq("x"))
+        .set(&big, "0")
+        .run()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::CommandFailed {
+                nothing_ran: true,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // a condition's key is checked as a command's: the slot, no lock's key
+    let elsewhere = format!("stock:{{{}}}", tag());
+    let e = w
+        .guarded()
+        .when(Condition::exists(&elsewhere))
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::WrongSlot { .. }), "{e}");
+    let e = w
+        .guarded()
+        .when(Condition::exists(lock.key()))
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::LockKey { .. }), "{e}");
+    w.release().await.unwrap();
+
+    // a batch is checked before the lock is asked for, and run under a guard later
+    let bad = Batch::new(&lock)
+        .command("HINCRBY", [stock.as_str(), "n", "x"])
+        .check()
+        .unwrap_err();
+    assert!(matches!(bad, Error::InvalidCommand(_)), "{bad}");
+    let restock = Batch::new(&lock)
+        .when(Condition::field(&stock, "n").lt(1))
+        .command("HINCRBY", [stock.as_str(), "n", "5"])
+        .check()
+        .unwrap();
+    assert!(restock.writes());
+    let r = lock.read().await.unwrap();
+    let e = Batch::new(&lock)
+        .command("HINCRBY", [stock.as_str(), "n", "5"])
+        .run(&r)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidCommand(_)),
+        "a write under a read guard: {e}"
+    );
+    r.release().await.unwrap();
+    let other = client.rwlock(&format!("other:{{{t}}}")).unwrap();
+    let g = other.write().await.unwrap();
+    let e = Batch::new(&lock).get(&stock).run(&g).await.unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidCommand(_)),
+        "another lock's guard: {e}"
+    );
+    g.release().await.unwrap();
+    let w = lock.write().await.unwrap();
+    let replies = restock.run(&w).await.unwrap();
+    assert_eq!(replies[0].as_i64(), Some(5));
+    w.release().await.unwrap();
     client.close().await;
 }
 

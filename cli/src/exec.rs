@@ -1,8 +1,8 @@
 //! `exec`: Redis commands on keys of the lock's slot, run as one guarded call under the
 //! lock (see `Grant::guarded`).
 
-use cluster_rwlock::guarded::{self, Reply};
-use cluster_rwlock::{LockClient, Mode};
+use cluster_rwlock::guarded::{Batch, Reply};
+use cluster_rwlock::LockClient;
 use serde_json::{json, Value as Json};
 
 use crate::args::ExecArgs;
@@ -55,26 +55,38 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
-    // every command is checked before the lock is asked for: a command that may not
-    // run must not wait for the lock first
-    let mode = if a.write { Mode::Write } else { Mode::Read };
+    // the call is built and checked before the lock is asked for: a command that may
+    // not run must not wait for the lock first
+    let mut batch = Batch::new(&lock);
     for words in &list {
-        if let Err(e) = guarded::check(&lock, mode, &words[0], &words[1..]) {
-            return fail("the guarded commands", &e);
-        }
+        batch = batch.command(&words[0], &words[1..]);
+    }
+    let batch = match batch.check() {
+        Ok(b) => b,
+        Err(e) => return fail("the guarded commands", &e),
+    };
+    if batch.writes() && !a.write {
+        let e = cluster_rwlock::Error::InvalidCommand(
+            "a command writes: take the lock with --write".into(),
+        );
+        return fail("the guarded commands", &e);
     }
     let guard = match crate::run::acquire(&lock, a.write, a.timeout).await {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let mut call = guard.guarded();
-    for words in &list {
-        call = call.command(&words[0], &words[1..]);
-    }
-    let replies = call.run().await;
+    let replies = batch.run(&guard).await;
     let released = guard.release().await;
     let replies = match replies {
         Ok(r) => r,
+        // found before any command ran: nothing was written
+        Err(e @ cluster_rwlock::Error::CommandFailed { .. }) => {
+            eprintln!(
+                "cluster-rwlock: exec: {}",
+                crate::shown::escaped(&e.to_string())
+            );
+            return code::COMMAND_FAILED;
+        }
         Err(e) => return fail("the guarded commands", &e),
     };
     if a.json {
@@ -87,14 +99,11 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     if let Err(e) = released {
         return fail(&format!("releasing {}", a.name), &e);
     }
-    let failed = replies
-        .iter()
-        .filter(|r| matches!(r, Reply::Error(_)))
-        .count();
-    if failed > 0 {
+    if let Some(at) = replies.iter().position(|r| matches!(r, Reply::Error(_))) {
         eprintln!(
-            "cluster-rwlock: exec: {failed} of {} command(s) failed (their replies above); the others ran",
-            replies.len()
+            "cluster-rwlock: exec: command {} of {} failed (its reply above): those before it ran, none after it",
+            at + 1,
+            list.len()
         );
         return code::COMMAND_FAILED;
     }

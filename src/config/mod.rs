@@ -569,7 +569,7 @@ fn default_client_name() -> String {
 /// A client name: 1 to 64 bytes, no whitespace (owner tokens are split on spaces), no
 /// control character (it is shown on operators' terminals) and no `/` (it ends the name
 /// in the token).
-fn check_client_name(name: &str) -> Result<()> {
+pub(crate) fn check_client_name(name: &str) -> Result<()> {
     let bad = |c: char| c.is_whitespace() || c.is_control() || c == '/';
     if name.is_empty() || name.len() > 64 || name.contains(bad) {
         return Err(Error::InvalidConfig(format!(

@@ -13,8 +13,10 @@ local LAYOUT = '4'
 -- newer one in place. Revision 2 queues readers (in groups, among the writers) where
 -- revision 1 let them mark 'rw' (until when readers wait) and wait outside the queue;
 -- it reads a revision 1 hash (that mark is dropped). Revision 1 does not read revision
--- 2's reader places: a server keeps the newest revision loaded.
-local REVISION = 2
+-- 2's reader places: a server keeps the newest revision loaded. Revision 3 adds
+-- conditions and checks up front to guarded calls, and breaking one client's holds and
+-- places to force_release; it answers revision 1 and 2 calls as they did.
+local REVISION = 3
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

@@ -6,7 +6,10 @@ use fred::prelude::*;
 
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
 use super::transport::{fcall_args, not_replicated, Ran};
-use super::{Attempt, Confirm, Counters, Intent, Lane, On, RawHolder, RawState, Released, Scripts};
+use super::{
+    Attempt, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, RawHolder,
+    RawState, Released, Scripts,
+};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
@@ -150,9 +153,13 @@ impl Scripts {
     pub async fn force_release(
         &self,
         on: On<'_>,
-        only: Option<&str>,
-    ) -> Result<(u64, Option<u64>)> {
-        let args = vec![only.unwrap_or_default().to_string()];
+        only: Breaking<'_>,
+    ) -> Result<(u64, Option<u64>, u64)> {
+        let args = match only {
+            Breaking::Everyone => vec![String::new()],
+            Breaking::Owner(o) => vec![o.to_string()],
+            Breaking::Client(c) => vec![c.to_string(), "c".to_string()],
+        };
         let parts = status(
             on.target.key,
             self.run(on, &self.force_release, args).await?.value,
@@ -169,7 +176,11 @@ impl Scripts {
             .transpose()?
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| Error::Protocol("force_release: no count".into()))?;
-        Ok((removed, optional_fence(parts.get(2))?))
+        let places = match parts.get(3) {
+            Some(n) => u64::try_from(int(n)?).unwrap_or(0),
+            None => 0,
+        };
+        Ok((removed, optional_fence(parts.get(2))?, places))
     }
 
     /// The fence, the holders, the queued writers and the queued readers.
@@ -215,33 +226,36 @@ impl Scripts {
         })
     }
 
-    /// Runs `commands` (each: its words) on keys of the lock's slot (`keys`, declared so
-    /// that the cluster checks them) while hold `id` of `owner` is on the server
-    /// (`lua/guarded.lua`), confirmed as `on` says: each command's reply, or its error's
-    /// message. [`Error::LockLost`] when the hold is gone (nothing ran);
+    /// Runs a guarded call (`lua/guarded.lua`) while hold `id` of `owner` is on the
+    /// server, confirmed as `on` says: the branch that ran and each command's reply (or
+    /// its error's message), or the condition or command that would have failed (nothing
+    /// ran). [`Error::LockLost`] when the hold is gone (nothing ran);
     /// [`Error::WriteNotReplicated`] when the commands ran on the master but too few
     /// replicas acknowledged them in time. The reply's code is read first: a hold found
     /// gone is `LockLost` whatever the replicas did (nothing ran to confirm).
     pub async fn guarded(
         &self,
         on: On<'_>,
-        keys: &[Vec<u8>],
         owner: &str,
         id: u64,
-        writes: bool,
-        commands: &[Vec<Vec<u8>>],
-    ) -> Result<Vec<std::result::Result<Value, String>>> {
-        let mut args: Vec<Value> = vec![
-            owner.into(),
-            id.to_string().into(),
-            if writes { "1" } else { "0" }.into(),
-        ];
-        for words in commands {
-            args.push(words.len().to_string().into());
-            args.extend(words.iter().map(|w| Value::Bytes(w.clone().into())));
-        }
+        call: &GuardedCall<'_>,
+    ) -> Result<GuardedReply> {
+        let mut args: Vec<Value> = Vec::with_capacity(3 + call.words.len());
+        args.push(owner.into());
+        args.push(id.to_string().into());
+        args.push(
+            format!(
+                "{} {} {}",
+                u8::from(call.writes),
+                call.conditions,
+                call.then
+            )
+            .into(),
+        );
+        args.extend(call.words.iter().map(|w| Value::Bytes(w.clone().into())));
         let key = on.target.key;
-        let keys = keys
+        let keys = call
+            .keys
             .iter()
             .map(|k| Value::Bytes(k.clone().into()))
             .collect();
@@ -260,12 +274,26 @@ impl Scripts {
                     key: key.to_string(),
                 })
             }
+            -8 => {
+                let (Some(branch), Some(index), Some(message)) =
+                    (parts.get(1), parts.get(2), parts.get(3))
+                else {
+                    return Err(Error::Protocol("guarded: a short refusal".into()));
+                };
+                return Ok(GuardedReply::Refused {
+                    branch: text(branch)?,
+                    index: u32::try_from(int(index)?).unwrap_or(0),
+                    message: text(message)?,
+                });
+            }
             c => return Err(Error::Protocol(format!("guarded: code {c}"))),
         }
-        let Some(Value::Array(replies)) = parts.get(1) else {
+        let (Some(held), Some(failed), Some(Value::Array(replies))) =
+            (parts.get(1), parts.get(2), parts.get(3))
+        else {
             return Err(Error::Protocol("guarded: no replies".into()));
         };
-        replies
+        let replies = replies
             .iter()
             .map(|r| match r {
                 Value::Array(pair) => match (pair.first(), pair.get(1)) {
@@ -277,7 +305,12 @@ impl Scripts {
                 },
                 _ => Err(Error::Protocol("guarded: a malformed reply".into())),
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(GuardedReply::Ran {
+            held: int(held)? == 1,
+            failed: u32::try_from(int(failed)?).unwrap_or(0),
+            replies,
+        })
     }
 
     /// Stores `value` at `on`'s key with `fence` unless a higher fence wrote there

@@ -497,10 +497,37 @@ async fn the_guarded_script_never_touches_its_own_lock() {
             vec![vec![w("SET"), w(&data), w("1")], vec![w("DEL"), w(&key)]],
         ),
     ];
+    // the words as the function takes them: each command led by its count and a check
+    // that asks nothing
+    let encoded = |commands: &[Words]| -> Words {
+        let mut out = Vec::new();
+        for words in commands {
+            out.push(w(&words.len().to_string()));
+            out.push(w("*.-1"));
+            out.extend(words.iter().cloned());
+        }
+        out
+    };
+    fn call<'a>(
+        keys: &'a [Vec<u8>],
+        words: &'a [Vec<u8>],
+        then: u32,
+        conditions: u32,
+    ) -> super::GuardedCall<'a> {
+        super::GuardedCall {
+            writes: true,
+            conditions,
+            then,
+            keys,
+            words,
+        }
+    }
     for (keys, commands) in attacks {
+        let words = encoded(&commands);
+        let then = u32::try_from(commands.len()).unwrap();
         let e = t
             .general
-            .guarded(t.on(&key), &keys, "owner-1", 1, true, &commands)
+            .guarded(t.on(&key), "owner-1", 1, &call(&keys, &words, then, 0))
             .await
             .unwrap_err();
         assert!(
@@ -515,20 +542,25 @@ async fn the_guarded_script_never_touches_its_own_lock() {
             .unwrap();
         assert_eq!(exists, 0, "{commands:?}");
     }
+    // a condition that reads the lock's hash is refused as well
+    let words = vec![w("3"), w("e"), w(&key), w("exists")];
+    let e = t
+        .general
+        .guarded(t.on(&key), "owner-1", 1, &call(&[w(&key)], &words, 0, 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, crate::error::Error::LockKey { .. }), "{e}");
     // the same script runs what does not touch the lock
+    let words = encoded(&[vec![w("SET"), w(&data), w("1")]]);
     let ran = t
         .general
-        .guarded(
-            t.on(&key),
-            &[w(&data)],
-            "owner-1",
-            1,
-            true,
-            &[vec![w("SET"), w(&data), w("1")]],
-        )
+        .guarded(t.on(&key), "owner-1", 1, &call(&[w(&data)], &words, 1, 0))
         .await
         .unwrap();
-    assert_eq!(ran.len(), 1);
+    assert!(
+        matches!(&ran, super::GuardedReply::Ran { held: true, replies, .. } if replies.len() == 1),
+        "{ran:?}"
+    );
     let _: i64 = t.node.del(data).await.unwrap();
     t.remove().await;
 }

@@ -72,6 +72,52 @@ pub(crate) enum Released {
     },
 }
 
+/// A guarded call, encoded (`lua/guarded.lua`): the words after the call's header.
+pub(crate) struct GuardedCall<'a> {
+    /// A command of either branch writes: the hold must be a write hold.
+    pub writes: bool,
+    /// How many conditions lead `words`.
+    pub conditions: u32,
+    /// How many commands the then-branch has (the rest are the else-branch's).
+    pub then: u32,
+    /// The keys the conditions and commands name, declared for the cluster's checks.
+    pub keys: &'a [Vec<u8>],
+    /// The conditions, then the commands, each led by its count (and a command by its
+    /// check), as the function's header gives them.
+    pub words: &'a [Vec<u8>],
+}
+
+/// What a guarded call did.
+#[derive(Debug)]
+pub(crate) enum GuardedReply {
+    /// The hold was there: whether every condition held (the then-branch ran), the first
+    /// that did not (from 1; 0 when all held), and each command's reply or error, the
+    /// last an error when a command failed (none after it ran).
+    Ran {
+        held: bool,
+        failed: u32,
+        replies: Vec<std::result::Result<Value, String>>,
+    },
+    /// A condition (`if`) or a command (`then`, `else`, from 1 in its branch) would
+    /// have failed: nothing ran.
+    Refused {
+        branch: String,
+        index: u32,
+        message: String,
+    },
+}
+
+/// Whose holds a forced release removes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Breaking<'a> {
+    /// Every holder's.
+    Everyone,
+    /// One owner token's.
+    Owner(&'a str),
+    /// Every owner token a client of this name made, and their places in the queue.
+    Client(&'a str),
+}
+
 /// What an acquire attempt does when it is not granted at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Intent {

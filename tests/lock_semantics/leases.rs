@@ -220,6 +220,80 @@ async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it(
     assert_no_keys(cluster, &p).await;
 }
 
+/// Breaking a whole client (etcd's lease revoke): its hold AND its other task's place in
+/// the queue go, so the lock is handed to another client's waiter instead of back to the
+/// stuck process; the fence is raised; another client's holds stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaking_a_client_removes_its_holds_and_its_places_in_the_queue() {
+    let cluster = cluster().await;
+    let p = prefix("break-client");
+    let stuck = client_with(cluster, |c| {
+        c.prefix(&p)
+            .client_name("stuck@host-a")
+            .lease(Duration::from_secs(3))
+    })
+    .await;
+    let other = client_with(cluster, |c| c.prefix(&p).client_name("fine@host-b")).await;
+    let operator = client(cluster, &p).await;
+    let w = stuck.rwlock("orders").unwrap().write().await.unwrap();
+    let stuck_waiter = {
+        let lock = stuck.rwlock("orders").unwrap();
+        tokio::spawn(async move { lock.write_timeout(Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other_waiter = {
+        let lock = other.rwlock("orders").unwrap();
+        tokio::spawn(async move { lock.write().await.unwrap() })
+    };
+    let lock = operator.rwlock("orders").unwrap();
+    let mut seen = lock.state().await.unwrap();
+    for _ in 0..50 {
+        if seen.waiting_writers.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        seen = lock.state().await.unwrap();
+    }
+    assert_eq!(seen.waiting_writers.len(), 2, "{seen:?}");
+    // the dry run's question: who goes, and who would be next
+    let next = seen
+        .waiting_writers
+        .iter()
+        .find(|o| !o.starts_with("stuck@host-a/"))
+        .cloned();
+    let broken = operator
+        .break_client("orders", "stuck@host-a")
+        .await
+        .unwrap();
+    assert_eq!((broken.holds_removed, broken.places_removed), (1, 1));
+    assert!(broken.fence.unwrap() > w.fence());
+    let g = tokio::time::timeout(Duration::from_secs(2), other_waiter)
+        .await
+        .expect("the other client's waiter is granted at once")
+        .unwrap();
+    assert_eq!(Some(g.owner().to_string()), next);
+    assert!(g.fence() > broken.fence.unwrap());
+    tokio::time::timeout(Duration::from_secs(3), w.lost())
+        .await
+        .expect("the broken holder is told");
+    g.release().await.unwrap();
+    // the stuck client's waiter, if it still runs, takes a new place at the tail
+    let late = stuck_waiter.await.unwrap().unwrap();
+    late.release().await.unwrap();
+    drop(w);
+    // a name no client may have is refused; nothing of this client: nothing removed
+    assert!(matches!(
+        operator.break_client("orders", "a/b").await,
+        Err(Error::InvalidConfig(_))
+    ));
+    let none = operator.break_client("orders", "nobody").await.unwrap();
+    assert_eq!((none.holds_removed, none.places_removed), (0, 0));
+    for c in [stuck, other, operator] {
+        c.close().await;
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
 /// What a program does right before it exits: a guard dropped (given back in the
 /// background), or an acquire that failed with a grant that was not confirmed (undone in
 /// the background), then `close()`. `close` sends those give-backs before it closes:

@@ -251,18 +251,51 @@ async fn exec_runs_guarded_commands_under_the_lock() {
     assert!(started.elapsed() < Duration::from_secs(10));
     held.release().await.unwrap();
 
-    // a reply that is an error: the others ran, the exit is 65
+    // a command that would fail (INCR of a word) is found before any runs: nothing ran,
+    // the exit is 65
+    let before: Option<String> = client.redis().get(&status).await.unwrap();
     let mut cmd = cli(cluster, &prefix);
-    cmd.args(["exec", "--write", &name, "--"])
-        .args(["INCR", &status, ";", "SET", &status, "shipped"]);
+    cmd.args(["exec", "--write", &name, "--"]).args([
+        "RPUSH",
+        &format!("{name}:log"),
+        "x",
+        ";",
+        "INCR",
+        &status,
+    ]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).starts_with("(error)"),
+        text(&out.stderr).contains("nothing ran"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
     let left: Option<String> = client.redis().get(&status).await.unwrap();
-    assert_eq!(left.as_deref(), Some("shipped"));
+    assert_eq!(left, before);
+    let logged: i64 = fred::interfaces::ListInterface::llen(client.redis(), format!("{name}:log"))
+        .await
+        .unwrap();
+    assert_eq!(logged, 0, "the command before it did not run");
+    // one that fails only while running (an overflow) stops the call there: those
+    // before it ran, none after it
+    let big = format!("{name}:big");
+    let _: () = client
+        .redis()
+        .set(&big, i64::MAX, None, None, false)
+        .await
+        .unwrap();
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["exec", "--write", &name, "--"]).args([
+        "SET", &status, "packed", ";", "INCR", &big, ";", "SET", &status, "shipped",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.starts_with("\"OK\"\n(error)") && shown.contains("overflow"),
+        "{shown}"
+    );
+    let left: Option<String> = client.redis().get(&status).await.unwrap();
+    assert_eq!(left.as_deref(), Some("packed"));
     client.close().await;
 }
