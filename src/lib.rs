@@ -341,11 +341,11 @@ pub use config::{
 pub use error::{ConnectionError, ConnectionErrorKind, Error, Result, ServerError};
 pub use fenced::FencedWrite;
 pub use lock::guarded;
+pub use lock::{client_name_of, Holder, LockState, RwLock};
 pub use lock::{
     AnyGuard, Finished, Grant, LostSignal, ReadGuard, ReleaseMessages, UpgradableReadGuard,
     WriteGuard,
 };
-pub use lock::{Holder, LockState, RwLock};
 pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
 pub use multi::{MultiGuard, MultiLock};

@@ -141,6 +141,65 @@ async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
     let first = parts(parts(gd[1].clone())[0].clone());
     assert_eq!((int(&first[0]), text(&first[1])), (0, "OK".to_string()));
 
+    // revision 3's form: `<writes> <conditions> <then>`, the conditions, the commands
+    // each with its check. A condition that holds: the then-branch, {1, 1, 0, replies}
+    let guarded = |args: Vec<&str>| {
+        let (c, keys) = (c.clone(), vec![key.clone(), data.clone()]);
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        async move { parts(c.fcall("rwlock4_guarded", keys, args).await.unwrap()) }
+    };
+    let (then, otherwise) = (
+        ["3", "*s-1", "SET", data.as_str(), "w"],
+        ["2", "s.-1", "GET", data.as_str()],
+    );
+    let mut args = vec!["o3", "9", "1 1 1", "4", "k", data.as_str(), "eq", "v"];
+    args.extend(then);
+    args.extend(otherwise);
+    let ran = guarded(args).await;
+    assert_eq!(
+        (int(&ran[0]), int(&ran[1]), int(&ran[2])),
+        (1, 1, 0),
+        "{ran:?}"
+    );
+    // one that does not: the else-branch, {1, 0, 1, replies}
+    let mut args = vec!["o3", "9", "1 1 1", "4", "k", data.as_str(), "eq", "v"];
+    args.extend(then);
+    args.extend(otherwise);
+    let ran = guarded(args).await;
+    assert_eq!(
+        (int(&ran[0]), int(&ran[1]), int(&ran[2])),
+        (1, 0, 1),
+        "{ran:?}"
+    );
+    let reply = parts(parts(ran[3].clone())[0].clone());
+    assert_eq!(text(&reply[1]), "w");
+    // a command that would fail (a list command on a string): {-8, "then", 2, message},
+    // and the SET before it did not run
+    let refused = guarded(vec![
+        "o3",
+        "9",
+        "1 0 2",
+        "3",
+        "*s-1",
+        "SET",
+        data.as_str(),
+        "x",
+        "3",
+        "l=-1",
+        "LPUSH",
+        data.as_str(),
+        "y",
+    ])
+    .await;
+    assert_eq!(
+        (int(&refused[0]), text(&refused[1]), int(&refused[2])),
+        (-8, "then".to_string(), 2),
+        "{refused:?}"
+    );
+    assert!(text(&refused[3]).starts_with("WRONGTYPE"));
+    let still: String = c.get(&data).await.unwrap();
+    assert_eq!(still, "w");
+
     // a forced release raises the fence and remembers it in `x`; the holder's release
     // then finds nothing: {0, last fence, fence of the break}
     let fr = parts(fcall(&c, "rwlock4_force_release", &key, &[""]).await);

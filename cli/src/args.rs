@@ -69,9 +69,9 @@ pub enum Command {
     List(ListArgs),
     /// Follow a lock: grants, releases and waiters, until Ctrl-C.
     Watch(WatchArgs),
-    /// Break a stuck lock: remove every hold (or one owner's), wake the waiters, raise
-    /// the fence. The broken holders learn it at their next renewal; look with `inspect`
-    /// first.
+    /// Break a stuck lock: remove every hold (or one owner's, or one client's holds and
+    /// places in the queue, on one lock or all), wake the waiters, raise the fence. The
+    /// broken holders learn it at their next renewal. Without --yes, says what would go.
     Break(BreakArgs),
     /// Acquire the lock, run Redis commands on keys of its slot as one guarded call
     /// (nothing runs if the hold is gone by then), print their replies, release.
@@ -107,11 +107,19 @@ pub struct ExecArgs {
 /// `break`.
 #[derive(Debug, Args)]
 pub struct BreakArgs {
-    /// The lock's name.
-    pub name: String,
+    /// The lock's name (none with `--all`).
+    #[arg(required_unless_present = "all")]
+    pub name: Option<String>,
     /// Only the holds of this owner token (as `inspect` shows it).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "client")]
     pub owner: Option<String>,
+    /// Every hold AND place in the queue of this client (its client name, as `inspect`
+    /// shows it): the lock is not handed to another task of the same stuck process.
+    #[arg(long)]
+    pub client: Option<String>,
+    /// With `--client`: on every lock under the prefix.
+    #[arg(long, requires = "client", conflicts_with = "name")]
+    pub all: bool,
     /// Do it: without `--yes`, `break` only says what it would remove.
     #[arg(long)]
     pub yes: bool,

@@ -12,7 +12,7 @@ use crate::inspect::{clients, mode, state_json};
 use crate::shown::escaped;
 
 /// Every lock key under the prefix, on every master.
-async fn lock_keys(client: &LockClient, prefix: &str) -> Result<Vec<String>, Error> {
+pub async fn lock_keys(client: &LockClient, prefix: &str) -> Result<Vec<String>, Error> {
     let redis = client.redis();
     redis.wait_for_connect().await?;
     let pattern = format!("{prefix}:*");

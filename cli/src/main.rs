@@ -90,7 +90,7 @@ fn main() {
             Command::Inspect(a) => inspect::inspect(&client, a).await,
             Command::List(a) => list::list(&client, &cli, a).await,
             Command::Watch(a) => watch::watch(&client, a).await,
-            Command::Break(a) => break_lock::break_lock(&client, a).await,
+            Command::Break(a) => break_lock::break_lock(&client, &cli.prefix, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,
             // (handled above, before connecting)
             Command::Setup => setup::setup(&cli).await,

@@ -207,6 +207,75 @@ async fn break_says_what_it_would_remove_then_removes_it() {
     client.close().await;
 }
 
+/// `break --client`: a stuck process's holds AND its other tasks' places in the queue, on
+/// one lock or every lock under the prefix; the dry run names them and who is next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn break_client_removes_a_whole_clients_holds_and_places() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-break-client");
+    let stuck = client_with(cluster, |c| c.prefix(&prefix).client_name("stuck@a")).await;
+    let other = client_with(cluster, |c| c.prefix(&prefix).client_name("fine@b")).await;
+    let (one, two) = (
+        stuck.rwlock("orders:{1}").unwrap(),
+        stuck.rwlock("orders:{2}").unwrap(),
+    );
+    let held_one = one.write().await.unwrap();
+    let held_two = two.read().await.unwrap();
+    // another task of the stuck process waits for the first lock, then another client
+    let queued = {
+        let one = one.clone();
+        tokio::spawn(async move { one.write_timeout(Duration::from_secs(30)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = {
+        let lock = other.rwlock("orders:{1}").unwrap();
+        tokio::spawn(async move { lock.write().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "orders:{1}", "--client", "stuck@a"]);
+    let out = output(cmd).await;
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        shown.contains("would remove 1 hold(s) of 1 owner(s) and 1 place(s)"),
+        "{shown}"
+    );
+    assert!(shown.contains("next: the writer fine@b/"), "{shown}");
+    assert!(!waiter.is_finished(), "a dry run removes nothing");
+
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "--all", "--client", "stuck@a", "--yes"]);
+    let out = output(cmd).await;
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(
+        shown.contains("removed 2 hold(s) and 1 place(s) on 2 lock(s)"),
+        "{shown}"
+    );
+    let g = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the other client is next, not the stuck one")
+        .unwrap();
+    assert!(g.fence() > held_one.fence());
+    let g_fence = g.fence();
+    g.release().await.unwrap();
+    // its task that was queued, still running, took a new place at the tail: it comes
+    // after the other client
+    let late = queued.await.unwrap().unwrap();
+    assert!(late.fence() > g_fence);
+    late.release().await.unwrap();
+    // nothing of it left: exit 3
+    let mut cmd = cli(cluster, &prefix);
+    cmd.args(["break", "--all", "--client", "stuck@a"]);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    drop((held_one, held_two));
+    stuck.close().await;
+    other.close().await;
+}
+
 /// A holder that stopped renewing (here: a grant made with a bare `FCALL`, which nothing
 /// renews) is flagged overdue once half its lease has passed since its grant, in the
 /// text and in the JSON, with how long ago it renewed.
