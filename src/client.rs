@@ -232,7 +232,7 @@ impl LockClient {
                 .try_into()
                 .unwrap_or([1; 8]),
         ) >> 17;
-        let keeper = Arc::new(Keeper::new(config.lease, config.get_clock_margin()));
+        let keeper = Arc::new(Keeper::new(config.lease, config.clock_margin));
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
         let inner = Shared {
             cluster,

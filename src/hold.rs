@@ -118,7 +118,7 @@ impl Hold {
     /// for a lease (less the clock margin) from the moment its call was sent; renewed
     /// from now on.
     fn new(raw: RawLock, owner: Arc<str>, granted: Acquired) -> Hold {
-        let until = raw.keeper().belief(granted.sent);
+        let until = raw.keeper().belief(granted.sent, raw.lease());
         Hold::believed_until(raw, owner, granted, until)
     }
 

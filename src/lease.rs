@@ -101,12 +101,22 @@ impl HoldState {
 /// Each owner of a lock with the ids of its holds.
 pub(crate) type OwnerHolds = Vec<(Arc<str>, Vec<u64>)>;
 
+/// Holds of one lock and one lease to renew in one function call.
+#[derive(Debug)]
+pub(crate) struct RenewalOf {
+    pub key: Arc<str>,
+    pub lease: Duration,
+    pub owners: OwnerHolds,
+}
+
 /// One hold in the book: its state, which carries when its lease runs out unless
 /// renewed (local monotonic clock). Each hold has its own deadline, as on the server,
 /// where a grant or renewal sets the deadline of the holds it names and no other (a
 /// sibling process under the same owner token renews its own holds, never this one's).
 pub(crate) struct Held {
     pub state: Arc<HoldState>,
+    /// Its lease (the client's, or its lock handle's own).
+    pub lease: Duration,
 }
 
 /// The holds of one owner of one lock.
@@ -121,9 +131,18 @@ type LockOwner = (Arc<str>, Arc<str>);
 /// The holds of one client, by (key, owner).
 pub(crate) struct Keeper {
     entries: Mutex<HashMap<LockOwner, Owned>>,
+    /// The client's lease (the holds' unless their lock handle has its own), for tests.
+    #[cfg(test)]
     pub lease: Duration,
-    /// What is taken off the lease of every belief (see `LockConfig::clock_margin`).
-    margin: Duration,
+    /// What is taken off the lease of every belief when set (see
+    /// `LockConfig::clock_margin`); a quarter of the hold's lease when not.
+    margin: Option<Duration>,
+    /// The shortest lease of any hold this book ever had (ns): the renewal task wakes
+    /// every third of it.
+    shortest_ns: AtomicU64,
+    /// Told when a hold of a shorter lease than any before is added: the renewal task
+    /// wakes sooner from then on.
+    pub shortened: tokio::sync::Notify,
     /// Told when a hold is added whose belief deadline comes before the expiry task's
     /// next wake-up, so that the task looks again.
     added: tokio::sync::Notify,
@@ -138,11 +157,14 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    pub fn new(lease: Duration, margin: Duration) -> Keeper {
+    pub fn new(lease: Duration, margin: Option<Duration>) -> Keeper {
         Keeper {
             entries: Mutex::new(HashMap::new()),
+            #[cfg(test)]
             lease,
             margin,
+            shortest_ns: AtomicU64::new(Self::ns(lease)),
+            shortened: tokio::sync::Notify::new(),
             added: tokio::sync::Notify::new(),
             next_wake: Mutex::new(None),
             started: std::sync::atomic::AtomicBool::new(false),
@@ -155,9 +177,37 @@ impl Keeper {
         lock(&self.entries)
     }
 
-    /// Starts renewing hold `id` of `owner` on lock `key`, believed until its state
-    /// says. True for the first hold this book ever had: the renewal task is to start.
-    pub fn add(&self, key: &Arc<str>, owner: &Arc<str>, id: u64, state: Arc<HoldState>) -> bool {
+    fn ns(d: Duration) -> u64 {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// What is taken off a lease of `lease` for the belief.
+    pub fn margin_for(&self, lease: Duration) -> Duration {
+        self.margin.unwrap_or(lease / 4)
+    }
+
+    /// How often the renewal task wakes: a third of the shortest lease it renews.
+    pub fn period(&self) -> Duration {
+        Duration::from_nanos(self.shortest_ns.load(Ordering::Acquire)) / 3
+    }
+
+    /// Starts renewing hold `id` of `owner` on lock `key`, of lease `lease`, believed
+    /// until its state says. True for the first hold this book ever had: the renewal
+    /// task is to start.
+    pub fn add(
+        &self,
+        key: &Arc<str>,
+        owner: &Arc<str>,
+        id: u64,
+        state: Arc<HoldState>,
+        lease: Duration,
+    ) -> bool {
+        let before = self
+            .shortest_ns
+            .fetch_min(Self::ns(lease), Ordering::AcqRel);
+        if Self::ns(lease) < before {
+            self.shortened.notify_one();
+        }
         let mut map = self.map();
         let entry = map
             .entry((key.clone(), owner.clone()))
@@ -165,7 +215,7 @@ impl Keeper {
                 holds: HashMap::new(),
             });
         let until = state.until();
-        entry.holds.insert(id, Held { state });
+        entry.holds.insert(id, Held { state, lease });
         // a new hold's deadline is almost always after the earliest one the task sleeps
         // until: wake it only when it is not (one wake-up and one look at every hold per
         // grant would make a grant's cost grow with the holds of the client)
@@ -177,10 +227,17 @@ impl Keeper {
         !self.started.swap(true, Ordering::AcqRel)
     }
 
-    /// Until when a grant or renewal confirmed for a request sent at `sent` may be
-    /// believed.
-    pub fn belief(&self, sent: Instant) -> Instant {
-        sent + self.lease.saturating_sub(self.margin)
+    /// Until when a grant or renewal of lease `lease` confirmed for a request sent at
+    /// `sent` may be believed.
+    pub fn belief(&self, sent: Instant, lease: Duration) -> Instant {
+        sent + lease.saturating_sub(self.margin_for(lease))
+    }
+
+    /// When a hold of lease `lease` believed until `until` is due for renewal: a third
+    /// of its lease after the request that was last confirmed was sent.
+    fn due_at(&self, until: Instant, lease: Duration) -> Instant {
+        let since = lease.saturating_sub(self.margin_for(lease));
+        until.checked_sub(since).unwrap_or(until) + lease / 3
     }
 
     /// The earliest belief deadline of any hold in `map`.
@@ -230,21 +287,34 @@ impl Keeper {
         }
     }
 
-    /// Every lock with its owners' holds, at most `chunk` owners per entry (one function call
-    /// call each).
-    pub fn snapshot(&self, chunk: usize) -> Vec<(Arc<str>, OwnerHolds)> {
+    /// Every lock with its owners' holds, by lease (one function call renews holds of one
+    /// lease), at most `chunk` owners per entry; with `due`, only the holds due for
+    /// renewal by then (a hold of a long lease is not renewed at the pace of a short one).
+    pub fn snapshot(&self, chunk: usize, due: Option<Instant>) -> Vec<RenewalOf> {
         let map = self.map();
-        let mut by_key: HashMap<&Arc<str>, OwnerHolds> = HashMap::new();
+        let mut by_key: HashMap<(&Arc<str>, Duration), OwnerHolds> = HashMap::new();
         for ((key, owner), e) in map.iter() {
-            by_key
-                .entry(key)
-                .or_default()
-                .push((owner.clone(), e.holds.keys().copied().collect()));
+            let mut ids: HashMap<Duration, Vec<u64>> = HashMap::new();
+            for (id, h) in &e.holds {
+                if due.is_none_or(|by| self.due_at(h.state.until(), h.lease) <= by) {
+                    ids.entry(h.lease).or_default().push(*id);
+                }
+            }
+            for (lease, ids) in ids {
+                by_key
+                    .entry((key, lease))
+                    .or_default()
+                    .push((owner.clone(), ids));
+            }
         }
         let mut out = Vec::new();
-        for (k, owners) in by_key {
+        for ((k, lease), owners) in by_key {
             for part in owners.chunks(chunk.max(1)) {
-                out.push((k.clone(), part.to_vec()));
+                out.push(RenewalOf {
+                    key: k.clone(),
+                    lease,
+                    owners: part.to_vec(),
+                });
             }
         }
         out
@@ -252,20 +322,15 @@ impl Keeper {
 
     /// A renewal sent at `sent` found, for each owner of `key` in `owners`, the hold ids
     /// in `present`: the others are lost.
-    pub fn renewed(
-        &self,
-        key: &Arc<str>,
-        owners: &OwnerHolds,
-        present: Vec<Vec<u64>>,
-        sent: Instant,
-    ) {
+    pub fn renewed(&self, of: &RenewalOf, present: Vec<Vec<u64>>, sent: Instant) {
+        let (key, owners) = (&of.key, &of.owners);
         let mut map = self.map();
         for ((owner, ids), still) in owners.iter().zip(present) {
             let k = (key.clone(), owner.clone());
             let Some(entry) = map.get_mut(&k) else {
                 continue;
             };
-            let until = self.belief(sent);
+            let until = self.belief(sent, of.lease);
             for id in ids {
                 if still.contains(id) {
                     // renewed: only the holds the renewal named (see `Held`)
@@ -322,6 +387,58 @@ mod tests {
         s.into()
     }
 
+    fn of(key: &Arc<str>, lease: Duration, owners: OwnerHolds) -> RenewalOf {
+        RenewalOf {
+            key: key.clone(),
+            lease,
+            owners,
+        }
+    }
+
+    /// A lock handle's own lease: its holds are believed for it, renewed at its pace
+    /// (the task wakes every third of the shortest lease), and the holds of a longer
+    /// lease are sent only when they are due, in calls of their own lease.
+    #[tokio::test]
+    async fn each_hold_follows_its_own_lease() {
+        let keeper = Keeper::new(Duration::from_secs(30), None);
+        let (k, o) = (arc("k"), arc("o"));
+        let t0 = Instant::now();
+        let long = HoldState::new(keeper.belief(t0, Duration::from_secs(30)));
+        keeper.add(&k, &o, 1, long.clone(), Duration::from_secs(30));
+        assert_eq!(keeper.period(), Duration::from_secs(10));
+        let short = HoldState::new(keeper.belief(t0, Duration::from_secs(3)));
+        keeper.add(&k, &o, 2, short.clone(), Duration::from_secs(3));
+        assert_eq!(keeper.period(), Duration::from_secs(1));
+        // believed for the lease less a quarter of it
+        assert_eq!(short.until(), t0 + Duration::from_millis(2250));
+        assert_eq!(long.until(), t0 + Duration::from_millis(22_500));
+        // one second on, only the short hold is due
+        let due = keeper.snapshot(10, Some(t0 + Duration::from_secs(1)));
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!(due[0].lease, Duration::from_secs(3));
+        assert_eq!(due[0].owners, vec![(o.clone(), vec![2])]);
+        // every hold, by lease, when all are asked for
+        let mut all = keeper.snapshot(10, None);
+        all.sort_by_key(|r| r.lease);
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            (all[0].lease, all[1].lease),
+            (Duration::from_secs(3), Duration::from_secs(30))
+        );
+        // ten seconds on, the long one too
+        assert_eq!(
+            keeper
+                .snapshot(10, Some(t0 + Duration::from_secs(10)))
+                .len(),
+            2
+        );
+        // a renewal of the short lease moves its belief on by its own lease
+        keeper.renewed(&due[0], vec![vec![2]], t0 + Duration::from_secs(1));
+        assert_eq!(short.until(), t0 + Duration::from_millis(3250));
+        keeper.expire(t0 + Duration::from_millis(3300));
+        assert!(short.is_lost() && !long.is_lost());
+    }
+
     /// Adds a hold granted by a call sent at `sent`, believed from then as `Hold::new`
     /// does: its state, and whether it was the book's first hold.
     fn put(
@@ -331,21 +448,21 @@ mod tests {
         id: u64,
         sent: Instant,
     ) -> (Arc<HoldState>, bool) {
-        let state = HoldState::new(keeper.belief(sent));
-        let first = keeper.add(key, owner, id, state.clone());
+        let state = HoldState::new(keeper.belief(sent, keeper.lease));
+        let first = keeper.add(key, owner, id, state.clone(), keeper.lease);
         (state, first)
     }
 
     #[tokio::test]
     async fn holds_are_kept_by_key_owner_and_id() {
-        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
         let k = arc("rwlock:{a}");
         let now = Instant::now();
         assert!(put(&keeper, &k, &arc("o1"), 1, now).1);
         assert!(!put(&keeper, &k, &arc("o1"), 2, now).1);
         assert!(!put(&keeper, &k, &arc("o2"), 3, now).1);
         assert_eq!(keeper.held(), 3);
-        let snap = keeper.snapshot(1);
+        let snap = keeper.snapshot(1, None);
         assert_eq!(snap.len(), 2, "one owner per entry");
         keeper.remove(&k, &arc("o1"), 1);
         keeper.remove(&k, &arc("o1"), 1);
@@ -354,13 +471,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
         let now = Instant::now();
         let (kept, _) = put(&keeper, &k, &o, 1, now);
         let (gone, _) = put(&keeper, &k, &o, 2, now);
         let owners = vec![(o.clone(), vec![1, 2])];
-        keeper.renewed(&k, &owners, vec![vec![1]], now);
+        keeper.renewed(&of(&k, keeper.lease, owners), vec![vec![1]], now);
         assert!(!kept.is_lost());
         assert!(gone.is_lost());
         assert_eq!(keeper.held(), 1);
@@ -368,7 +485,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
-        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
         let t0 = Instant::now();
         let (renewed, _) = put(&keeper, &k, &o, 1, t0);
@@ -376,7 +493,11 @@ mod tests {
         // a renewal sent 2 s later named hold 1 only (hold 2 was granted after its
         // snapshot, say): the server moved hold 1's deadline on, not hold 2's
         let owners = vec![(o.clone(), vec![1])];
-        keeper.renewed(&k, &owners, vec![vec![1]], t0 + Duration::from_secs(2));
+        keeper.renewed(
+            &of(&k, keeper.lease, owners),
+            vec![vec![1]],
+            t0 + Duration::from_secs(2),
+        );
         keeper.expire(t0 + Duration::from_secs(3));
         assert!(!renewed.is_lost());
         assert!(not_named.is_lost());
@@ -385,22 +506,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
-        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
         let (from, _) = put(&keeper, &k, &o, 1, Instant::now());
         from.set_converting(true);
         // the renewal ran after the conversion function replaced hold 1 by hold 2
         keeper.renewed(
-            &k,
-            &vec![(o.clone(), vec![1])],
+            &of(&k, keeper.lease, vec![(o.clone(), vec![1])]),
             vec![vec![2]],
             Instant::now(),
         );
         assert!(!from.is_lost());
         from.set_converting(false);
         keeper.renewed(
-            &k,
-            &vec![(o.clone(), vec![1])],
+            &of(&k, keeper.lease, vec![(o.clone(), vec![1])]),
             vec![vec![]],
             Instant::now(),
         );
@@ -436,7 +555,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3), Duration::ZERO);
+        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
         let now = Instant::now();
         let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, now);
         keeper.expire(now + Duration::from_secs(2));
@@ -448,7 +567,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_hold_added_before_the_timers_next_wake_up_wakes_it() {
-        let keeper = Arc::new(Keeper::new(Duration::from_secs(10), Duration::ZERO));
+        let keeper = Arc::new(Keeper::new(Duration::from_secs(10), Some(Duration::ZERO)));
         let t0 = Instant::now();
         let (late, _) = put(&keeper, &arc("k"), &arc("a"), 1, t0);
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
@@ -456,7 +575,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         // a hold believed for 300 ms more: before the task's wake-up, so it is told
         let early = HoldState::new(Instant::now() + Duration::from_millis(300));
-        keeper.add(&arc("k"), &arc("b"), 2, early.clone());
+        keeper.add(&arc("k"), &arc("b"), 2, early.clone(), keeper.lease);
         // a later one changes nothing
         let (later, _) = put(&keeper, &arc("k"), &arc("c"), 3, Instant::now());
         tokio::time::sleep_until(t0 + Duration::from_millis(410)).await;
@@ -468,7 +587,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
-        let keeper = Arc::new(Keeper::new(Duration::from_secs(4), Duration::from_secs(1)));
+        let keeper = Arc::new(Keeper::new(
+            Duration::from_secs(4),
+            Some(Duration::from_secs(1)),
+        ));
         let sent = Instant::now();
         let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, sent);
         tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
@@ -485,8 +607,7 @@ mod tests {
         let (again, _) = put(&keeper, &arc("k"), &arc("o"), 2, sent2);
         let owners = vec![(arc("o"), vec![2])];
         keeper.renewed(
-            &arc("k"),
-            &owners,
+            &of(&arc("k"), keeper.lease, owners),
             vec![vec![2]],
             sent2 - Duration::from_secs(2),
         );

@@ -125,6 +125,30 @@ async fn release_all(guards: Vec<AnyGuard>) -> Result<()> {
 }
 
 impl MultiLock {
+    /// The same multi-lock whose members' holds have lease `lease` instead of the
+    /// client's (see [`RwLock::with_lease`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::Mode;
+    /// use std::time::Duration;
+    /// let both = client
+    ///     .multi([("orders:{42}", Mode::Write), ("customers:7", Mode::Read)])?
+    ///     .with_lease(Duration::from_secs(3))?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`RwLock::with_lease`].
+    pub fn with_lease(&self, lease: std::time::Duration) -> Result<MultiLock> {
+        let members = self
+            .members
+            .iter()
+            .map(|(l, m)| Ok((l.with_lease(lease)?, *m)))
+            .collect::<Result<_>>()?;
+        Ok(MultiLock { members })
+    }
+
     /// The members, in the order they are taken (by key), with their modes.
     ///
     /// ```no_run

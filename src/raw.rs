@@ -67,6 +67,8 @@ pub(crate) struct RawLock {
     key: Arc<str>,
     channel: Arc<str>,
     slot: u16,
+    /// The lease of this lock's holds (the client's, or the handle's own).
+    lease: Duration,
     /// The batch being built that this lock's attempts go in (see
     /// [`gathered`](Self::gathered)); none for the lock itself.
     gather: Option<Arc<Gather>>,
@@ -94,6 +96,23 @@ impl RawLock {
         &self.inner.config
     }
 
+    /// The lease of this lock's holds.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// This lock with holds of lease `lease` (checked by the caller).
+    pub fn with_lease(&self, lease: Duration) -> RawLock {
+        RawLock {
+            lease,
+            ..self.clone()
+        }
+    }
+
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// A hold id no other hold of this process has.
     pub fn next_hold_id(&self) -> u64 {
         self.inner.next_hold_id()
@@ -112,7 +131,11 @@ impl RawLock {
         id: u64,
         state: Arc<crate::lease::HoldState>,
     ) {
-        if self.inner.keeper.add(&self.key, owner, id, state) {
+        if self
+            .inner
+            .keeper
+            .add(&self.key, owner, id, state, self.lease)
+        {
             crate::renewal::start(&self.inner);
         }
     }
@@ -159,6 +182,7 @@ impl RawLock {
         let channel = keys::channel(&key);
         RawLock {
             slot: slot::key_slot(key.as_bytes()),
+            lease: inner.config.lease,
             inner,
             name: name.into(),
             key: key.into(),
@@ -177,7 +201,7 @@ impl RawLock {
         intent: Intent,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let lease = self.inner.lease_ms();
+        let lease = self.lease_ms();
         on_lock!(self, Op::Acquire, deadline, |scripts, on| scripts
             .acquire(on, mode, owner, id, lease, intent))
     }
@@ -193,7 +217,7 @@ impl RawLock {
         wait: bool,
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        let lease = self.inner.lease_ms();
+        let lease = self.lease_ms();
         on_lock!(self, Op::Upgrade, deadline, |scripts, on| scripts
             .upgrade(on, owner, from, to, lease, wait))
     }
@@ -208,7 +232,7 @@ impl RawLock {
         to: u64,
         mode: Mode,
     ) -> Result<Option<u64>> {
-        let lease = self.inner.lease_ms();
+        let lease = self.lease_ms();
         on_lock!(self, Op::Downgrade, None, |scripts, on| scripts
             .downgrade(on, owner, from, to, mode, lease))
     }
@@ -372,8 +396,7 @@ impl RawLock {
     /// How long a release is followed through timeouts and failovers: a lease (a hold not
     /// given back by then has expired), and at least the command timeout.
     fn release_budget(&self) -> Duration {
-        let config = &self.inner.config;
-        config.lease.max(config.command_timeout)
+        self.lease.max(self.inner.config.command_timeout)
     }
 
     /// Takes the writer `owner` out of the queue (or its upgrade out of pending) and gives

@@ -1,5 +1,6 @@
-//! Lease renewal: one task per client renews every held lock every lease/3, and at once
-//! when the slot map changes, in one pipeline per node (one round trip per master,
+//! Lease renewal: one task per client renews every held lock every third of its lease
+//! (a lock handle may have a lease of its own), and every lock at once when the slot map
+//! changes, in one pipeline per node (one round trip per master,
 //! whatever the number of locks). What it finds goes to the renewal book (`lease`),
 //! which says when a hold is lost.
 
@@ -14,32 +15,48 @@ use crate::routed;
 use crate::scripts::RenewItem;
 use crate::shared::Shared;
 
-/// Starts the client's renewal task (once). It renews every lease/3, and at once when
-/// the slot map changes (a failover, a slot move): a hold the new owner of its slot does
-/// not have is then reported lost within a round trip, not a renewal period later.
+/// Starts the client's renewal task (once). It wakes every third of the shortest lease
+/// of its holds and renews those due (a third of their own lease after their last
+/// renewal was sent, before its next wake-up), and renews every hold at once when the
+/// slot map changes (a failover, a slot move): a hold the new owner of its slot does not
+/// have is then reported lost within a round trip, not a renewal period later.
 pub(crate) fn start(inner: &Arc<Shared>) {
     let weak = Arc::downgrade(inner);
-    let period = inner.keeper.lease / 3;
     let mut routes = inner.cluster.router.subscribe();
+    let keeper = inner.keeper.clone();
+    let mut period = keeper.period();
     inner.runtime.spawn(async move {
-        let mut tick = tokio::time::interval_at(Instant::now() + period, period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next = Instant::now() + period;
         loop {
-            tokio::select! {
-                _ = tick.tick() => {}
+            let every_hold = tokio::select! {
+                _ = tokio::time::sleep_until(next) => false,
                 changed = routes.changed() => {
                     if changed.is_err() {
                         return;
                     }
+                    true
                 }
-            }
+                // a hold of a shorter lease: wake at its pace from now on
+                _ = keeper.shortened.notified() => {
+                    period = keeper.period();
+                    next = next.min(Instant::now() + period);
+                    continue;
+                }
+            };
             let Some(inner) = Weak::upgrade(&weak) else {
                 return;
             };
             if inner.closed() {
                 return;
             }
-            renew_round(&inner, period).await;
+            // (a hold of a shorter lease than any before shortens the period from now on)
+            period = inner.keeper.period();
+            let now = Instant::now();
+            if !every_hold {
+                next = now + period;
+            }
+            let due = (!every_hold).then_some(now + period);
+            renew_round(&inner, period, due).await;
         }
     });
 }
@@ -54,7 +71,6 @@ async fn renew_all(
     budget: Duration,
 ) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
     let deadline = Instant::now() + budget;
-    let lease_ms = inner.lease_ms();
     let router = &inner.cluster.router;
     let slots: &Vec<u16> = &items
         .iter()
@@ -77,8 +93,7 @@ async fn renew_all(
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
         async move {
             // the slot's connection: WAIT counts the writes of the connection it is sent on
-            let pipeline =
-                routed::renew_batch(inner, &node, slots[idx[0]], lease_ms, &batch, deadline);
+            let pipeline = routed::renew_batch(inner, &node, slots[idx[0]], &batch, deadline);
             let replies = tokio::time::timeout_at(deadline, pipeline).await;
             if replies.is_err() {
                 router.raise_alarm();
@@ -106,7 +121,8 @@ async fn renew_all(
             .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let reply = routed::renew(inner, &item.key, left, lease_ms, &owners, deadline).await;
+            let reply =
+                routed::renew(inner, &item.key, left, item.lease_ms, &owners, deadline).await;
             (i, reply)
         }
     });
@@ -121,22 +137,25 @@ async fn renew_all(
 /// Owners of one lock renewed by one function call, at most.
 const RENEW_CHUNK: usize = 500;
 
-/// One renewal round over every held lock.
-async fn renew_round(inner: &Arc<Shared>, budget: Duration) {
+/// One renewal round over every held lock, or with `due`, over the holds due for
+/// renewal by then.
+async fn renew_round(inner: &Arc<Shared>, budget: Duration, due: Option<Instant>) {
     let keeper = &inner.keeper;
     // at most RENEW_CHUNK owners per function call: none holds the server for long
-    let snapshot = keeper.snapshot(RENEW_CHUNK);
+    let snapshot = keeper.snapshot(RENEW_CHUNK, due);
     if !snapshot.is_empty() {
         keeper.rounds.fetch_add(1, Ordering::Relaxed);
-        let locks: std::collections::HashSet<&Arc<str>> = snapshot.iter().map(|(k, _)| k).collect();
+        let locks: std::collections::HashSet<&Arc<str>> = snapshot.iter().map(|r| &r.key).collect();
         keeper
             .renewals
             .fetch_add(locks.len() as u64, Ordering::Relaxed);
         let items: Vec<RenewItem> = snapshot
             .iter()
-            .map(|(key, owners)| RenewItem {
-                key: key.to_string(),
-                owners: owners
+            .map(|r| RenewItem {
+                key: r.key.to_string(),
+                lease_ms: u64::try_from(r.lease.as_millis()).unwrap_or(u64::MAX),
+                owners: r
+                    .owners
                     .iter()
                     .map(|(o, ids)| (o.to_string(), ids.clone()))
                     .collect(),
@@ -145,9 +164,9 @@ async fn renew_round(inner: &Arc<Shared>, budget: Duration) {
         let sent = Instant::now();
         let replies = renew_all(inner, items, budget).await;
         let mut failed = 0;
-        for ((key, owners), reply) in snapshot.iter().zip(replies) {
+        for (of, reply) in snapshot.iter().zip(replies) {
             match reply {
-                Ok(present) => keeper.renewed(key, owners, present, sent),
+                Ok(present) => keeper.renewed(of, present, sent),
                 Err(_) => failed += 1,
             }
         }

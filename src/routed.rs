@@ -57,13 +57,12 @@ pub async fn renew_batch(
     inner: &Shared,
     node: &Node,
     slot: u16,
-    lease_ms: u64,
     items: &[RenewItem],
     deadline: Instant,
 ) -> Vec<Result<Vec<Vec<u64>>>> {
     let confirm = inner.confirm(Op::Renew, slot, Some(deadline));
     inner
         .scripts
-        .renew_pipeline(node.lane(slot), &inner.counters, lease_ms, items, confirm)
+        .renew_pipeline(node.lane(slot), &inner.counters, items, confirm)
         .await
 }

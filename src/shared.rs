@@ -177,10 +177,6 @@ impl Shared {
             every_attached,
         })
     }
-
-    pub fn lease_ms(&self) -> u64 {
-        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
-    }
 }
 
 /// How long a `WAIT` may block: the durability's timeout, not past the caller's deadline

@@ -71,6 +71,10 @@ enum Config {
     Acks,
     /// `Durability::MasterOnly`: the weaker mode, no confirmation.
     MasterOnly,
+    /// The defaults, with every lock's lease set on its handle (`with_lease`, the run's
+    /// lease) and the client's lease four times longer: the holds' leases are not the
+    /// client's, and the renewal task renews at their pace.
+    LockLease,
 }
 
 #[derive(clap::Args)]
@@ -268,6 +272,7 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         Config::Default => "default",
         Config::Acks => "acks",
         Config::MasterOnly => "master-only",
+        Config::LockLease => "lock-lease",
     };
     let out = args
         .out

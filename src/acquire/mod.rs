@@ -277,7 +277,7 @@ async fn wait_loop<L: Seam>(
         };
     }
     let mut sub: Option<L::Wakes> = None;
-    let refresh = lock.config().lease / 3;
+    let refresh = lock.lease() / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
     // the last attempt found the lock busy, or this client lately found its slot busy or

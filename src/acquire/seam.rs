@@ -22,6 +22,8 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The client's settings.
     fn config(&self) -> &LockConfig;
+    /// The lease of the lock's holds (the client's, or the lock handle's own).
+    fn lease(&self) -> std::time::Duration;
     /// A hold id never used before by this client.
     fn next_hold_id(&self) -> u64;
     /// Whether this client lately found the lock's slot busy or shared (see
@@ -91,6 +93,9 @@ impl Seam for RawLock {
     }
     fn config(&self) -> &LockConfig {
         RawLock::config(self)
+    }
+    fn lease(&self) -> std::time::Duration {
+        RawLock::lease(self)
     }
     fn next_hold_id(&self) -> u64 {
         RawLock::next_hold_id(self)

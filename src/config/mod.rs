@@ -412,6 +412,28 @@ impl LockConfig {
         self
     }
 
+    /// Checks that holds of lease `lease` may be taken under this configuration: at
+    /// least 30 ms, at most [`MAX_LEASE`], and the clock margin at most half of it.
+    pub(crate) fn check_lease(&self, lease: Duration) -> Result<()> {
+        if lease < Duration::from_millis(30) {
+            return Err(Error::InvalidConfig(format!(
+                "the lease is {lease:?}; it must be at least 30 ms"
+            )));
+        }
+        if lease > MAX_LEASE {
+            return Err(Error::InvalidConfig(format!(
+                "the lease is {lease:?}; it must be at most {MAX_LEASE:?}"
+            )));
+        }
+        let margin = self.clock_margin.unwrap_or(lease / 4);
+        if margin > lease / 2 {
+            return Err(Error::InvalidConfig(format!(
+                "the clock margin is {margin:?}; it must be at most half the lease ({lease:?})"
+            )));
+        }
+        Ok(())
+    }
+
     /// The clock margin in force (see [`clock_margin`](Self::clock_margin)).
     ///
     /// ```

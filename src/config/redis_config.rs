@@ -2,11 +2,9 @@
 //! where it is given, shown without its password), and the client's configuration of
 //! the settings, TLS included.
 
-use std::time::Duration;
-
 use fred::prelude::{Config, ServerConfig};
 
-use super::{check_client_name, LockConfig, Topology, MAX_LEASE};
+use super::{check_client_name, LockConfig, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 
@@ -71,25 +69,7 @@ impl LockConfig {
     fn fred_without_tls(&self) -> Result<Config> {
         keys::check_prefix(&self.prefix)?;
         check_client_name(&self.client_name)?;
-        if self.lease < Duration::from_millis(30) {
-            return Err(Error::InvalidConfig(format!(
-                "the lease is {:?}; it must be at least 30 ms",
-                self.lease
-            )));
-        }
-        if self.lease > MAX_LEASE {
-            return Err(Error::InvalidConfig(format!(
-                "the lease is {:?}; it must be at most {MAX_LEASE:?}",
-                self.lease
-            )));
-        }
-        if self.get_clock_margin() > self.lease / 2 {
-            return Err(Error::InvalidConfig(format!(
-                "the clock margin is {:?}; it must be at most half the lease ({:?})",
-                self.get_clock_margin(),
-                self.lease
-            )));
-        }
+        self.check_lease(self.lease)?;
         if self.connections == 0 || self.connections > 64 {
             return Err(Error::InvalidConfig(format!(
                 "{} connections per node: 1 to 64",

@@ -462,6 +462,48 @@ impl RwLock {
         &self.owner
     }
 
+    /// The same lock whose holds have a lease of their own instead of the client's
+    /// ([`LockConfig::lease`](crate::LockConfig::lease)): renewed every third of it while
+    /// held, and lost (told to the holder, as every loss is) when not renewed in time. A
+    /// short lease for one kind of lock (an order, say) needs no second client: the
+    /// handle is cheap, and one renewal task renews every lease at its own pace. Holds
+    /// taken through it, upgrades and downgrades of them included, have this lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// let order = client.rwlock("orders:{42}")?.with_lease(Duration::from_secs(3))?;
+    /// let guard = order.write().await?; // renewed every second; lost 3 s after a freeze
+    /// assert_eq!(order.lease(), Duration::from_secs(3));
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a lease the client's
+    /// configuration would refuse (under 30 ms, over [`MAX_LEASE`](crate::MAX_LEASE), or
+    /// under twice an explicit [`clock_margin`](crate::LockConfig::clock_margin)).
+    pub fn with_lease(&self, lease: std::time::Duration) -> crate::Result<RwLock> {
+        self.raw.config().check_lease(lease)?;
+        Ok(RwLock {
+            raw: self.raw.with_lease(lease),
+            ..self.clone()
+        })
+    }
+
+    /// The lease of this lock's holds: its own ([`with_lease`](Self::with_lease)), or the
+    /// client's.
+    ///
+    /// ```no_run
+    /// # fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
+    /// let lock = client.rwlock("orders:{42}")?;
+    /// assert_eq!(lock.lease(), client.config().get_lease());
+    /// # Ok(()) }
+    /// ```
+    pub fn lease(&self) -> std::time::Duration {
+        self.raw.lease()
+    }
+
     /// The same lock with an explicit owner token (e.g. a job id): every hold taken
     /// through it is taken as that owner, and **holds of one explicit owner are
     /// reentrant**, wherever they are taken (other tasks, other processes). Give each

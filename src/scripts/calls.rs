@@ -343,7 +343,6 @@ impl Scripts {
         &self,
         lane: &Lane,
         counters: &Counters,
-        lease_ms: u64,
         items: &[RenewItem],
         confirm: Option<Confirm>,
     ) -> Vec<Result<Vec<Vec<u64>>>> {
@@ -351,7 +350,7 @@ impl Scripts {
             .iter()
             .map(|item| {
                 let mut args: Vec<Value> = Vec::with_capacity(1 + item.owners.len());
-                args.push(lease_ms.to_string().into());
+                args.push(item.lease_ms.to_string().into());
                 args.extend(
                     item.owners
                         .iter()
@@ -401,6 +400,8 @@ fn granted_only_if_confirmed(
 #[derive(Clone)]
 pub(crate) struct RenewItem {
     pub key: String,
+    /// The lease the holds are renewed for.
+    pub lease_ms: u64,
     pub owners: Vec<(String, Vec<u64>)>,
 }
 

@@ -429,6 +429,7 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
     let counters = Counters::default();
     let items = vec![RenewItem {
         key: key.clone(),
+        lease_ms: LEASE_MS,
         owners: vec![("o".into(), vec![1])],
     }];
     let confirm = Some(Confirm {
@@ -440,7 +441,6 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
         .renew_pipeline(
             &Lane::new(node.clone(), Default::default()),
             &counters,
-            LEASE_MS,
             &items,
             confirm,
         )

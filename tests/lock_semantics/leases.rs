@@ -220,6 +220,65 @@ async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it(
     assert_no_keys(cluster, &p).await;
 }
 
+/// A lock handle with a lease of its own: its holds carry that lease on the server, are
+/// renewed at its pace (a hold of the client's longer lease is not), and a lost hold is
+/// told within a renewal period of ITS lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handle_with_its_own_lease_is_renewed_and_told_at_its_pace() {
+    let cluster = cluster().await;
+    let p = prefix("lease-per-lock");
+    let client = client(cluster, &p).await;
+    let operator = client_with(cluster, |c| c.prefix(&p)).await;
+    let default = client.config().get_lease();
+    assert_eq!(default, Duration::from_secs(30));
+    let long = client.rwlock("long").unwrap();
+    let short = client
+        .rwlock("short")
+        .unwrap()
+        .with_lease(Duration::from_millis(600))
+        .unwrap();
+    assert_eq!(
+        (long.lease(), short.lease()),
+        (default, Duration::from_millis(600))
+    );
+    let l = long.write().await.unwrap();
+    let began = Instant::now();
+    let g = short.write().await.unwrap();
+    // several short leases go by: renewed every 200 ms, the hold stays
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!g.is_lost() && !l.is_lost());
+    let s = short.state().await.unwrap();
+    assert_eq!(s.holders[0].lease, Duration::from_millis(600));
+    assert!(
+        s.holders[0].renewed_ago < Duration::from_millis(450),
+        "{:?}",
+        s.holders[0]
+    );
+    // the client's lease is renewed at its own pace, not the short one's
+    let s = long.state().await.unwrap();
+    assert_eq!(s.holders[0].lease, default);
+    assert!(
+        s.holders[0].renewed_ago + Duration::from_millis(100) >= began.elapsed(),
+        "{:?}",
+        s.holders[0]
+    );
+    // broken: told within a period of the short lease, not of the client's (10 s)
+    operator.force_release("short", None).await.unwrap();
+    tokio::time::timeout(Duration::from_millis(900), g.lost())
+        .await
+        .expect("told at the short lease's pace");
+    assert!(matches!(g.release().await, Err(Error::LockLost)));
+    // a lease the configuration would refuse is refused here too
+    for bad in [Duration::from_millis(10), Duration::from_secs(100_000)] {
+        assert!(matches!(long.with_lease(bad), Err(Error::InvalidConfig(_))));
+    }
+    l.release().await.unwrap();
+    for c in [client, operator] {
+        c.close().await;
+    }
+    assert_no_keys(cluster, &p).await;
+}
+
 /// Breaking a whole client (etcd's lease revoke): its hold AND its other task's place in
 /// the queue go, so the lock is handed to another client's waiter instead of back to the
 /// stuck process; the fence is raised; another client's holds stay.

@@ -52,7 +52,7 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
     let mut config = with_ca(
         LockConfig::cluster(spec.seeds.clone())
             .prefix(spec.prefix.clone())
-            .lease(Duration::from_millis(spec.lease_ms)),
+            .lease(Duration::from_millis(spec.client_lease_ms())),
         spec.ca_pem.as_deref(),
     );
     match spec.durability.as_str() {

@@ -31,9 +31,12 @@ impl Task {
             Mode::W => cluster_rwlock::Mode::Write,
             _ => cluster_rwlock::Mode::Read,
         };
+        let lease = Duration::from_millis(self.ctx.spec.lease_ms);
+        let per_lock = self.ctx.spec.lease_per_lock();
         let multi = match self
             .client
             .multi(picked.iter().map(|(n, m)| (n.as_str(), to_api(*m))))
+            .and_then(|m| if per_lock { m.with_lease(lease) } else { Ok(m) })
         {
             Ok(m) => m,
             Err(e) => {

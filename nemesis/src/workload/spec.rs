@@ -3,6 +3,34 @@
 
 use serde::{Deserialize, Serialize};
 
+impl WorkerSpec {
+    /// Whether each lock handle has the lease (`with_lease`) instead of the client.
+    pub fn lease_per_lock(&self) -> bool {
+        self.durability == "lock-lease"
+    }
+
+    /// The client's lease, ms: the run's, or four times it when each lock has its own.
+    pub fn client_lease_ms(&self) -> u64 {
+        if self.lease_per_lock() {
+            self.lease_ms * 4
+        } else {
+            self.lease_ms
+        }
+    }
+
+    /// `lock` with the run's lease on its handle, when locks have their own.
+    pub fn lock(
+        &self,
+        lock: cluster_rwlock::RwLock,
+    ) -> cluster_rwlock::Result<cluster_rwlock::RwLock> {
+        if self.lease_per_lock() {
+            lock.with_lease(std::time::Duration::from_millis(self.lease_ms))
+        } else {
+            Ok(lock)
+        }
+    }
+}
+
 /// What a worker is told by the controller (as JSON in `NEMESIS_WORKER`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerSpec {
@@ -22,8 +50,9 @@ pub struct WorkerSpec {
     pub resource: String,
     /// Lease, ms.
     pub lease_ms: u64,
-    /// The configuration under test: `default`, `acks` (`Durability::AtLeast { replicas: 1, timeout: 500 ms }`) or
-    /// `master-only` (`Durability::MasterOnly`).
+    /// The configuration under test: `default`, `acks` (`Durability::AtLeast { replicas: 1, timeout: 500 ms }`),
+    /// `master-only` (`Durability::MasterOnly`) or `lock-lease` (the defaults, each lock
+    /// handle with the lease, the client's four times longer).
     pub durability: String,
     /// Tasks.
     pub tasks: u32,

@@ -92,7 +92,12 @@ impl Task {
             .spec
             .names
             .iter()
-            .map(|n| client.rwlock(n).map_err(|e| e.to_string()))
+            .map(|n| {
+                client
+                    .rwlock(n)
+                    .and_then(|l| ctx.spec.lock(l))
+                    .map_err(|e| e.to_string())
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let conn = Conn::connect(&ctx.spec.resource)
             .await
