@@ -158,7 +158,7 @@
 //!
 //! # Failure modes
 //! What the guarantees assume, and what they cannot cover (measured under random faults
-//! by the project's nemesis: see the README, "Safety under faults"):
+//! by the project's nemesis: see `docs/SAFETY.md` in the repository):
 //! - **Clocks.** Leases are in server time: a replica promoted with a clock ahead of its
 //!   old master's, or a master whose clock steps forward, ends leases early by that
 //!   much. The holder is safe while that is less than the clock margin.
@@ -273,7 +273,7 @@
 //! # TLS and permissions
 //! With the cargo feature `tls`, `rediss://` URLs connect over TLS (rustls; see
 //! [`LockConfig::from_url`] and the `tls_*` settings); without it they are refused at
-//! connect, never sent in plaintext. The README gives the least-privilege ACL rule for
+//! connect, never sent in plaintext. `docs/SECURITY.md` gives the least-privilege ACL rule for
 //! an application user; [`Error::is_permission_denied`] tells a refusal. Passwords never
 //! appear in `Debug`, errors or traces.
 //!
@@ -324,6 +324,92 @@ mod tls;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of `docs/WRITES.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/WRITES.md")]
+struct WritesDoctests;
+
+/// The examples of `docs/MULTI.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/MULTI.md")]
+struct MultiDoctests;
+
+/// The examples of `docs/SECURITY.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/SECURITY.md")]
+struct SecurityDoctests;
+
+/// The examples of `docs/TESTBED.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/TESTBED.md")]
+struct TestbedDoctests;
+
+/// The documents cannot drift from what CI runs: every shell command of the README and
+/// of `docs/TESTBED.md` is in `.ci/run` as written, or names the step of `.ci/run` that
+/// runs it (`# CI: <step>`), or says why CI cannot (`# not in CI: <why>`).
+#[cfg(test)]
+mod docs_drift {
+    /// The commands of the ```sh blocks of `doc`, a line ending in `\` joined to the
+    /// next, with their comment.
+    fn shell_commands(doc: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let (mut in_sh, mut pending) = (false, String::new());
+        for line in doc.lines() {
+            let t = line.trim();
+            if t.starts_with("```") {
+                in_sh = t == "```sh";
+                continue;
+            }
+            if !in_sh || t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            if let Some(head) = t.strip_suffix('\\') {
+                pending.push_str(head.trim_end());
+                pending.push(' ');
+                continue;
+            }
+            let whole = format!("{pending}{t}");
+            pending.clear();
+            let (command, comment) = match whole.split_once("  # ") {
+                Some((c, k)) => (c.trim().to_string(), k.trim().to_string()),
+                None => (whole.trim().to_string(), String::new()),
+            };
+            out.push((command, comment));
+        }
+        out
+    }
+
+    #[test]
+    fn every_documented_command_runs_in_ci_or_says_why_not() {
+        let ci = include_str!("../.ci/run");
+        let mut checked = 0;
+        for (doc, text) in [
+            ("README.md", include_str!("../README.md")),
+            ("docs/TESTBED.md", include_str!("../docs/TESTBED.md")),
+        ] {
+            for (command, comment) in shell_commands(text) {
+                checked += 1;
+                if ci.lines().any(|l| l.trim() == command) {
+                    continue;
+                }
+                if let Some(step) = comment.strip_prefix("CI: ") {
+                    let step = step.split_whitespace().next().unwrap_or_default();
+                    assert!(
+                        !step.is_empty() && ci.contains(step),
+                        "{doc}: `{command}` names the CI step `{step}`, which .ci/run has not"
+                    );
+                    continue;
+                }
+                assert!(
+                    comment.starts_with("not in CI: "),
+                    "{doc}: `{command}` is not in .ci/run (add it, or say `# CI: <step>` or `# not in CI: <why>`)"
+                );
+            }
+        }
+        assert!(checked >= 10, "{checked} commands found");
+    }
+}
 
 /// The Redis client this crate is built on, for [`LockClient::redis`]: the one place
 /// where its types are part of this crate's API. [`LockClient::redis`] hands out a client

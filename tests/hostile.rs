@@ -385,7 +385,7 @@ async fn wrong_password_and_a_user_without_scripts() {
     assert_no_keys(cluster, &p).await;
 }
 
-/// README's ACL rule for an application user, as `ACL SETUSER` arguments.
+/// docs/SECURITY.md's ACL rule for an application user, as `ACL SETUSER` arguments.
 fn app_acl_rule(prefix: &str) -> Vec<String> {
     common::app_acl_rule(prefix)
         .split(' ')

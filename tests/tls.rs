@@ -209,7 +209,7 @@ async fn mutual_tls_presents_the_client_certificate() {
     client.close().await;
 }
 
-/// README's least-privilege ACL rule for the user `name` with password `pw`, as a line
+/// docs/SECURITY.md's least-privilege ACL rule for the user `name` with password `pw`, as a line
 /// of an ACL file.
 fn acl_user(name: &str, pw: &str, prefix: &str) -> String {
     format!("user {name} on >{pw} {}", common::app_acl_rule(prefix))

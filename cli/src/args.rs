@@ -67,6 +67,9 @@ pub enum Command {
     Inspect(InspectArgs),
     /// List the locks under the prefix on every master (SCAN).
     List(ListArgs),
+    /// A live table of the locks someone holds or waits for, the most contended on top
+    /// (keys: s sort, / filter, b break the selected lock, q quit).
+    Top(TopArgs),
     /// Follow a lock: grants, releases and waiters, until Ctrl-C.
     Watch(WatchArgs),
     /// Break a stuck lock: remove every hold (or one owner's, or one client's holds and
@@ -191,6 +194,23 @@ pub struct ListArgs {
     /// Print JSON (one array).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Only names that match this glob (`*`, `?`).
+    #[arg(default_value = "*")]
+    pub pattern: String,
+    /// Print one frame as plain text and exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
+    /// Print one JSON document per refresh (with `--once`, one).
+    #[arg(long)]
+    pub json: bool,
+    /// How often to refresh.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    pub every: Duration,
 }
 
 /// `watch`.

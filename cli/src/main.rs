@@ -19,6 +19,7 @@ mod list;
 mod run;
 mod setup;
 mod shown;
+mod top;
 mod watch;
 
 use clap::Parser;
@@ -89,6 +90,7 @@ fn main() {
             Command::Run(a) => run::run(&client, a).await,
             Command::Inspect(a) => inspect::inspect(&client, a).await,
             Command::List(a) => list::list(&client, &cli, a).await,
+            Command::Top(a) => top::top(&client, &cli.prefix, a).await,
             Command::Watch(a) => watch::watch(&client, a).await,
             Command::Break(a) => break_lock::break_lock(&client, &cli.prefix, a).await,
             Command::Exec(a) => exec::exec(&client, a).await,

@@ -139,15 +139,20 @@ local function first_failure(ARGV, from, to)
       if want ~= '*' then
         local t = types[key]
         if t == nil then
-          t = redis.call('TYPE', key)['ok']
+          -- (a reply that is not a type, as a user refused TYPE would get: not told)
+          local r = redis.pcall('TYPE', key)
+          t = type(r) == 'table' and r['ok'] or '?'
           types[key] = t
         end
         if t ~= 'none' and t ~= '?' and t ~= TYPE_OF[want] then
           return index, 'WRONGTYPE Operation against a key holding the wrong kind of value'
         end
         if adds ~= '-' and t == TYPE_OF[want] and not touched[key] then
+          -- read as the caller's user may (one allowed HINCRBY but not HGET is not
+          -- checked: the command itself will tell)
           local v
-          if want == 'h' then v = redis.call('HGET', key, ARGV[i + 4]) else v = redis.call('GET', key) end
+          if want == 'h' then v = redis.pcall('HGET', key, ARGV[i + 4]) else v = redis.pcall('GET', key) end
+          if type(v) ~= 'string' then v = nil end
           if v and adds == 'i' and not is_integer(v) then
             return index, 'ERR ' .. (want == 'h' and 'hash value' or 'value') .. ' is not an integer or out of range'
           end

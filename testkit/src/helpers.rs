@@ -1,6 +1,6 @@
 //! Small helpers for tests of a lock on the test bed, which need nothing but the test
 //! bed: the shared cluster, a key prefix of the test's own, the port a client reaches a
-//! node on, a check that no hold is left, and the README's least-privilege ACL rule for
+//! node on, a check that no hold is left, and the least-privilege ACL rule (docs/SECURITY.md) for
 //! cluster-rwlock's application user.
 //!
 //! They panic when something fails: they are for tests.
@@ -25,7 +25,7 @@ pub async fn cluster() -> &'static TestCluster {
     TestCluster::shared().await.expect("test cluster")
 }
 
-/// README's least-privilege ACL rule for the lock's application user, for the key
+/// The least-privilege ACL rule of docs/SECURITY.md for the lock's application user, for the key
 /// prefix `prefix` (the rules after `ACL SETUSER <user> on ><password>`). It may call
 /// the lock's functions, not load them: the library is loaded by `cluster-rwlock setup`
 /// (or any client whose user may run `FUNCTION LOAD`) before this user connects.

@@ -10,6 +10,7 @@ mod common;
 mod hostile;
 mod inspect;
 mod run;
+mod top;
 mod users;
 mod watch;
 

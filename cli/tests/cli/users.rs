@@ -11,7 +11,7 @@ async fn the_cli_works_under_the_least_privilege_acl_user() {
     let cluster = cluster().await;
     let prefix = prefix("cli-acl");
     let user = format!("cliapp{}", &prefix[prefix.len() - 8..]);
-    // README's rule for the prefix, and what the CLI's `list` adds
+    // docs/SECURITY.md's rule for the prefix, and what the CLI's `list` adds
     let rule = format!(
         "{} +scan +cluster|slots +cluster|info",
         app_acl_rule(&prefix)
