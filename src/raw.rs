@@ -56,6 +56,11 @@ macro_rules! on_lock {
     }};
 }
 
+/// A lease in whole ms, as the server is sent it (a lease is at most a day).
+fn whole_ms(lease: Duration) -> u32 {
+    u32::try_from(lease.as_millis()).unwrap_or(u32::MAX)
+}
+
 /// One lock on one client: its name, key, release channel and slot, and the calls on it.
 /// Its fields are its own: the policy above reads them, and the few parts of the client
 /// it needs (configuration, hold ids, the renewal book, the subscriptions, the runtime),
@@ -67,8 +72,10 @@ pub(crate) struct RawLock {
     key: Arc<str>,
     channel: Arc<str>,
     slot: u16,
-    /// The lease of this lock's holds (the client's, or the handle's own).
-    lease: Duration,
+    /// The lease of this lock's holds in ms (the client's, or the handle's own): at most
+    /// a day, and kept this small so that a lock handle, which every future of the API
+    /// holds, is no bigger for it.
+    lease_ms: u32,
     /// The batch being built that this lock's attempts go in (see
     /// [`gathered`](Self::gathered)); none for the lock itself.
     gather: Option<Arc<Gather>>,
@@ -96,21 +103,22 @@ impl RawLock {
         &self.inner.config
     }
 
-    /// The lease of this lock's holds.
+    /// The lease of this lock's holds (whole ms: what the server is sent).
     pub fn lease(&self) -> Duration {
-        self.lease
+        Duration::from_millis(u64::from(self.lease_ms))
     }
 
-    /// This lock with holds of lease `lease` (checked by the caller).
+    /// This lock with holds of lease `lease` (checked by the caller: at most
+    /// [`MAX_LEASE`](crate::MAX_LEASE)).
     pub fn with_lease(&self, lease: Duration) -> RawLock {
         RawLock {
-            lease,
+            lease_ms: whole_ms(lease),
             ..self.clone()
         }
     }
 
     fn lease_ms(&self) -> u64 {
-        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+        u64::from(self.lease_ms)
     }
 
     /// A hold id no other hold of this process has.
@@ -134,7 +142,7 @@ impl RawLock {
         if self
             .inner
             .keeper
-            .add(&self.key, owner, id, state, self.lease)
+            .add(&self.key, owner, id, state, self.lease())
         {
             crate::renewal::start(&self.inner);
         }
@@ -182,7 +190,7 @@ impl RawLock {
         let channel = keys::channel(&key);
         RawLock {
             slot: slot::key_slot(key.as_bytes()),
-            lease: inner.config.lease,
+            lease_ms: whole_ms(inner.config.lease),
             inner,
             name: name.into(),
             key: key.into(),
@@ -396,7 +404,7 @@ impl RawLock {
     /// How long a release is followed through timeouts and failovers: a lease (a hold not
     /// given back by then has expired), and at least the command timeout.
     fn release_budget(&self) -> Duration {
-        self.lease.max(self.inner.config.command_timeout)
+        self.lease().max(self.inner.config.command_timeout)
     }
 
     /// Takes the writer `owner` out of the queue (or its upgrade out of pending) and gives
