@@ -6,6 +6,7 @@
 //! cargo run --release --example inventory       # starts its own six-node cluster
 //! cargo run --release --example inventory -- --url redis://127.0.0.1:7000 --seconds 30
 //! cargo run --release --example inventory -- --two-calls   # a guarded read, then a write
+//! cargo run --release --example inventory -- --stock 100000 # nothing sells out
 //! ```
 //!
 //! Each product `product:{pN}` is a lock whose slot holds its data: `stock:{pN}` (a hash,
@@ -28,9 +29,14 @@ use cluster_rwlock::{LockClient, LockConfig};
 use cluster_rwlock_testkit::TestCluster;
 
 const PRODUCTS: u64 = 8;
-/// Units of each product at the start: few enough that products sell out in a run of
-/// some seconds, so that both branches run.
+/// Units of each product at the start (`--stock`): by default few enough that products
+/// sell out in a run of some seconds, so that both branches run.
 const STOCK: i64 = 1_000;
+
+/// The units of each product at the start.
+fn stock_at_start() -> i64 {
+    arg("--stock").and_then(|s| s.parse().ok()).unwrap_or(STOCK)
+}
 const CLIENTS: usize = 2;
 const TASKS_PER_CLIENT: usize = 4;
 
@@ -158,8 +164,8 @@ async fn auditor(client: LockClient, until: Instant, tally: Arc<Tally>) {
         match replies {
             Ok(r) => {
                 let (left, sold) = (r[0].as_i64().unwrap_or(-1), r[1].as_i64().unwrap_or(-1));
-                if left + sold != STOCK || left < 0 {
-                    eprintln!("product {n}: {left} left + {sold} orders != {STOCK}");
+                if left + sold != stock_at_start() || left < 0 {
+                    eprintln!("product {n}: {left} left + {sold} orders != {}", stock_at_start());
                     tally.violations.fetch_add(1, Ordering::Relaxed);
                 }
                 tally.audits.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +204,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let setup = connect().await?;
     for n in 0..PRODUCTS {
         let _: () = setup.redis().del(vec![stock(n), orders(n)]).await?;
-        let _: () = setup.redis().hset(stock(n), ("n", STOCK)).await?;
+        let _: () = setup.redis().hset(stock(n), ("n", stock_at_start())).await?;
     }
     let tally = Arc::new(Tally::default());
     let until = Instant::now() + Duration::from_secs(seconds);
@@ -255,7 +261,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let sold: i64 = setup.redis().llen(orders(n)).await?;
         total += left + sold;
     }
-    let expected = STOCK * PRODUCTS as i64;
+    let expected = stock_at_start() * PRODUCTS as i64;
     if total != expected || tally.violations.load(Ordering::Relaxed) > 0 {
         return Err(format!("stock + orders = {total}, not {expected}").into());
     }
