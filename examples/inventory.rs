@@ -165,7 +165,10 @@ async fn auditor(client: LockClient, until: Instant, tally: Arc<Tally>) {
             Ok(r) => {
                 let (left, sold) = (r[0].as_i64().unwrap_or(-1), r[1].as_i64().unwrap_or(-1));
                 if left + sold != stock_at_start() || left < 0 {
-                    eprintln!("product {n}: {left} left + {sold} orders != {}", stock_at_start());
+                    eprintln!(
+                        "product {n}: {left} left + {sold} orders != {}",
+                        stock_at_start()
+                    );
                     tally.violations.fetch_add(1, Ordering::Relaxed);
                 }
                 tally.audits.fetch_add(1, Ordering::Relaxed);
@@ -204,7 +207,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let setup = connect().await?;
     for n in 0..PRODUCTS {
         let _: () = setup.redis().del(vec![stock(n), orders(n)]).await?;
-        let _: () = setup.redis().hset(stock(n), ("n", stock_at_start())).await?;
+        let _: () = setup
+            .redis()
+            .hset(stock(n), ("n", stock_at_start()))
+            .await?;
     }
     let tally = Arc::new(Tally::default());
     let until = Instant::now() + Duration::from_secs(seconds);
