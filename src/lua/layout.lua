@@ -15,11 +15,8 @@ local LAYOUT = '4'
 -- it reads a revision 1 hash (that mark is dropped). Revision 1 does not read revision
 -- 2's reader places: a server keeps the newest revision loaded. Revision 3 adds
 -- conditions and checks up front to guarded calls, and breaking one client's holds and
--- places to force_release; it answers revision 1 and 2 calls as they did. Revision 4
--- no longer keeps the youngest reader group's ticket in the summary (written '-'): a
--- reader joins the group at the queue's tail, read there; it reads a revision 2 or 3
--- summary (the ticket is dropped), and they read its '-' as "no group to join".
-local REVISION = 4
+-- places to force_release; it answers revision 1 and 2 calls as they did.
+local REVISION = 3
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by
@@ -35,20 +32,18 @@ local PUBLISH = 'spublish'
 -- Each function's header lists the codes it returns.
 
 -- The summary field 's':
---   '<layout> <fence> <held> <dl> <du> <qh> <qt> - <ex>[ <hold> <owner>]'
+--   '<layout> <fence> <held> <dl> <du> <qh> <qt> <rg> <ex>[ <hold> <owner>]'
 -- '-' for none: the last fence, owners that hold, bounds of the earliest and latest
--- deadline, the queue's head and next ticket, '-' (where revisions 2 and 3 kept the
--- youngest reader group's ticket, which the queue's tail tells), and when the key
--- expires (ms, server time: the expiry set last, so that a grant extends it only
+-- deadline, the queue's head and next ticket, the ticket of the youngest reader group
+-- in the queue (readers that come join it while nothing is queued after it), and when
+-- the key expires (ms, server time: the expiry set last, so that a grant extends it only
 -- when its deadline needs more). When one owner holds one hold and no upgrade waits, that
 -- hold and its owner end the summary instead of having fields of their own ('o:', 'w',
 -- 'u'): an uncontended grant and release each write the summary alone.
 -- SUMMARY parses any; the fast paths match only the shapes they handle, in one step:
--- TOMBSTONE, nobody holds (0), no deadline, '-' in the eighth place: fence, qh, qt, ex;
--- LONE, one owner holds one hold, kept in the summary, '-' in the eighth place: fence,
--- qh, qt, ex, the hold's id, the owner (the fast paths also need an empty queue, qh =
--- qt; a revision 2 or 3 summary with a ticket there takes the general path, which
--- writes '-').
+-- TOMBSTONE, nobody holds (0), no deadline, no reader group: fence, qh, qt, ex;
+-- LONE, one owner holds one hold, kept in the summary, no reader group: fence, qh, qt,
+-- ex, the hold's id, the owner (the fast paths also need an empty queue, qh = qt).
 local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+) (%d+)(.*)$'
 local TOMBSTONE = '^4 (%d+) 0 %- %d+ (%d+) (%d+) %- (%d+)$'
 local LONE = '^4 (%d+) 1 %d+ %d+ (%d+) (%d+) %- (%d+) [rwu](%d+):%d+:%d+:%d+ (%S+)$'

@@ -24,8 +24,9 @@
 -- upvalues (no table to pass around, no global).
 local key, OWNER
 -- the summary, parsed: last fence, owners that hold, earliest and latest deadline
--- bounds, queue head and next ticket, the key's expiry (nil: none)
-local existed, fence, held, dl, du, qh, qt, ex
+-- bounds, queue head and next ticket, the youngest reader group's ticket, the key's
+-- expiry (nil: none)
+local existed, fence, held, dl, du, qh, qt, rg, ex
 -- the owner that holds write, the upgradable holder, the write hold it waits for
 -- (pending: nil when none), its lease, and the upgradable hold it is to replace
 local writer, upgrader, pending, pending_lease, pending_from
@@ -78,10 +79,8 @@ local function summary_text(f, n, a, b, h, q, r, e, lone_hold, lone_owner)
 end
 -- The summary, of numbers or nil ('-').
 local function opt(n) if n == nil then return '-' end return fmt(n) end
--- (the eighth place, once the youngest reader group's ticket, is written '-': the group
--- a reader joins is the one at the queue's tail, read there; see join_readers)
-local function format_summary(fence, held, dl, du, qh, qt, ex, lone_hold, lone_owner)
-  return summary_text(opt(fence), fmt(held), opt(dl), fmt(du), fmt(qh), fmt(qt), '-', fmt(ex),
+local function format_summary(fence, held, dl, du, qh, qt, rg, ex, lone_hold, lone_owner)
+  return summary_text(opt(fence), fmt(held), opt(dl), fmt(du), fmt(qh), fmt(qt), opt(rg), fmt(ex),
     lone_hold, lone_owner)
 end
 
@@ -127,7 +126,7 @@ local function begin(keys, argv, owner_arg)
     return {-3, redis.call('TYPE', key)['ok']}
   end
   existed = S[1] ~= false
-  fence, held, dl, du, qh, qt, ex = nil, 0, nil, 0, 0, 0, nil
+  fence, held, dl, du, qh, qt, rg, ex = nil, 0, nil, 0, 0, 0, nil, nil
   writer, upgrader, pending, pending_lease, pending_from = S[2] or nil, nil, nil, nil, nil
   lone, lone_field = nil, nil
   quiet, pruned, advanced = false, false, false
@@ -149,9 +148,7 @@ local function begin(keys, argv, owner_arg)
       if v ~= '-' and not string.find(v, '^%d+$') then return {-4, 's'} end
     end
     fence, held, dl, du = tonumber(f), tonumber(n), tonumber(a), tonumber(b)
-    -- (r, the eighth place, is read and dropped: revisions 2 and 3 kept the youngest
-    -- reader group's ticket there, which the queue's tail tells)
-    qh, qt, ex = tonumber(h), tonumber(q), tonumber(e)
+    qh, qt, rg, ex = tonumber(h), tonumber(q), tonumber(r), tonumber(e)
     if rest ~= '' then
       -- the lone hold: one owner, with no field of its own, nor 'w' or 'u'
       local hold, o = string.match(rest, '^ (%S+) (%S+)$')
@@ -336,12 +333,14 @@ local function prune()
     end
   end
   -- each reader group is as large as its members still waiting: one left empty goes
+  rg = nil
   for _, g in ipairs(groups) do
     local t, n = g[1], members[g[1]] or 0
     if n == 0 then
       del('t:' .. fmt(t))
-    elseif n ~= g[2] then
-      put('t:' .. fmt(t), 'r ' .. fmt(n))
+    else
+      if n ~= g[2] then put('t:' .. fmt(t), 'r ' .. fmt(n)) end
+      if rg == nil or t > rg then rg = t end
     end
   end
   -- a pending upgrade lives as long as its upgradable hold
@@ -377,29 +376,29 @@ local function head()
       end
     end
     del(t)
+    if rg == qh then rg = nil end
     qh = qh + 1
     advanced = true
   end
   return nil, nil, nil
 end
 
--- A reader (or upgradable reader) takes a place in the queue: in the group at the
--- queue's tail when there is one (nothing was queued after it), else in a new group at
--- the tail. Returns the group's ticket.
+-- A reader (or upgradable reader) takes a place in the queue: in the youngest reader
+-- group when nothing was queued after it, else in a new group at the tail. Returns the
+-- group's ticket.
 local function join_readers()
-  if qt > qh then
-    local tail = qt - 1
-    local v = get('t:' .. fmt(tail))
+  if rg ~= nil and rg == qt - 1 then
+    local v = get('t:' .. fmt(rg))
     local n = v and group_size(v)
     if n and n > 0 then
-      put('t:' .. fmt(tail), 'r ' .. fmt(n + 1))
-      return tail
+      put('t:' .. fmt(rg), 'r ' .. fmt(n + 1))
+      return rg
     end
   end
-  local g = qt
+  rg = qt
   qt = qt + 1
-  put('t:' .. fmt(g), 'r 1')
-  return g
+  put('t:' .. fmt(rg), 'r 1')
+  return rg
 end
 
 -- A reader's place in group `g` is given up (it entered, or gave up): a group left
@@ -411,6 +410,7 @@ local function leave_readers(g)
   if n == nil then return end
   if n <= 1 then
     del(t)
+    if rg == g then rg = nil end
   else
     put(t, 'r ' .. fmt(n - 1))
   end
@@ -558,6 +558,7 @@ local function finish()
       msg = (held == 0) and '*' or 'r'
     end
   end
+  if qh >= qt then rg = nil end
   -- nothing left (held = 0, an empty queue): the hash stays as a tombstone, the summary
   -- alone, for FENCE_MEMORY or more: the next fence is above its own (a call that found
   -- no hash and left nothing writes nothing). Nothing has a deadline then: the bounds
@@ -597,7 +598,7 @@ local function finish()
     -- the key lives FENCE_MEMORY past the latest deadline (now, when nothing is left)
     local expiry = expiry_for(du, now, ex)
     if expiry then ex = expiry end
-    local summary = format_summary(fence, held, dl, du, qh, qt, ex, alone_hold, alone)
+    local summary = format_summary(fence, held, dl, du, qh, qt, rg, ex, alone_hold, alone)
     if summary ~= before_s then
       set[#set + 1] = 's'
       set[#set + 1] = summary
