@@ -20,7 +20,7 @@ use view::Sort;
 pub async fn top(client: &LockClient, prefix: &str, a: &TopArgs) -> i32 {
     let mut sampler = Sampler::new(prefix);
     let pattern = a.pattern.clone();
-    let keep = move |s: &mut sample::Sample| s.rows.retain(|r| glob(&pattern, &r.name));
+    let keep = move |s: &mut sample::Sample| s.rows.retain(|r| glob(&pattern, r.name()));
     if a.once || a.json {
         let (mut interrupt, mut terminate) = match crate::run::stop_signals() {
             Ok(listeners) => listeners,
@@ -39,7 +39,7 @@ pub async fn top(client: &LockClient, prefix: &str, a: &TopArgs) -> i32 {
             };
             keep(&mut s);
             if a.json {
-                say!("{}", view::json(&s, Sort::Waiters, ""));
+                say!("{}", view::json(client, &s, Sort::Waiters, ""));
             } else {
                 say!("{}", view::text(&s, Sort::Waiters, ""));
             }

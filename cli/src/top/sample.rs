@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
-use cluster_rwlock::{LockClient, LockState};
+use cluster_rwlock::{LockClient, LockState, RwLock};
 use fred::prelude::*;
 use futures_util::{stream, StreamExt};
 
@@ -17,10 +17,17 @@ const IN_FLIGHT: usize = 256;
 /// One lock, as `top` shows it.
 #[derive(Debug, Clone)]
 pub struct Row {
-    pub name: String,
+    pub lock: RwLock,
     pub state: LockState,
     /// The master serving its slot.
     pub master: String,
+}
+
+impl Row {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
 }
 
 /// What one refresh cost.
@@ -128,7 +135,7 @@ impl Sampler {
                     .node_for_slot(lock.slot())
                     .unwrap_or_else(|| "?".into());
                 Some(Row {
-                    name,
+                    lock,
                     state,
                     master,
                 })

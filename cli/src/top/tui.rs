@@ -151,7 +151,7 @@ fn selected(app: &App) -> Option<String> {
     app.table
         .selected()
         .and_then(|i| rows.get(i))
-        .map(|r| r.name.clone())
+        .map(|r| r.name().to_string())
 }
 
 /// What a key does; `false` to quit.

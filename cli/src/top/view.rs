@@ -4,9 +4,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use cluster_rwlock::LockClient;
 use serde_json::{json, Value as Json};
 
 use super::sample::{Row, Sample};
+use crate::clock::secs;
 use crate::shown::escaped;
 
 /// The order of the lines.
@@ -76,25 +78,21 @@ pub fn arrange<'a>(sample: &'a Sample, sort: Sort, filter: &str) -> Vec<&'a Row>
     let mut rows: Vec<&Row> = sample
         .rows
         .iter()
-        .filter(|r| filter.is_empty() || r.name.contains(filter))
+        .filter(|r| filter.is_empty() || r.name().contains(filter))
         .collect();
     match sort {
         Sort::Waiters => rows.sort_by(|a, b| {
             waiters(b)
                 .cmp(&waiters(a))
                 .then(held_for(b).cmp(&held_for(a)))
-                .then(a.name.cmp(&b.name))
+                .then(a.name().cmp(b.name()))
         }),
         Sort::HeldFor => {
-            rows.sort_by(|a, b| held_for(b).cmp(&held_for(a)).then(a.name.cmp(&b.name)))
+            rows.sort_by(|a, b| held_for(b).cmp(&held_for(a)).then(a.name().cmp(b.name())))
         }
-        Sort::Name => rows.sort_by(|a, b| a.name.cmp(&b.name)),
+        Sort::Name => rows.sort_by(|a, b| a.name().cmp(b.name())),
     }
     rows
-}
-
-fn secs(d: Duration) -> String {
-    crate::clock::secs(d)
 }
 
 /// The holders as people read them: their client names (or owner tokens), at most two,
@@ -128,7 +126,7 @@ pub fn cells(r: &Row, now: SystemTime) -> [String; 10] {
         .and_then(crate::clock::fence_time)
         .and_then(|t| now.duration_since(t).ok());
     [
-        escaped(&r.name).into_owned(),
+        escaped(r.name()).into_owned(),
         crate::inspect::mode(s.mode).to_string(),
         holders(r),
         if s.holders.is_empty() {
@@ -139,7 +137,7 @@ pub fn cells(r: &Row, now: SystemTime) -> [String; 10] {
         lease_left.map_or("-".into(), secs),
         match renewed {
             None => "-".into(),
-            Some(_) if overdue(r) => format!("{} OVERDUE", secs(renewed.unwrap_or_default())),
+            Some(d) if overdue(r) => format!("{} OVERDUE", secs(d)),
             Some(d) => format!("{} ago", secs(d)),
         },
         s.waiting_writers.len().to_string(),
@@ -198,32 +196,12 @@ pub fn text(sample: &Sample, sort: Sort, filter: &str) -> String {
     out
 }
 
-/// One refresh as JSON (`--json`): the rows as `inspect --json` gives a lock's state,
+/// One refresh as JSON (`--json`): each row as `inspect --json` gives a lock's state,
 /// the totals and the cost.
-pub fn json(sample: &Sample, sort: Sort, filter: &str) -> Json {
-    let now = sample.at.unwrap_or_else(SystemTime::now);
+pub fn json(client: &LockClient, sample: &Sample, sort: Sort, filter: &str) -> Json {
     let rows: Vec<Json> = arrange(sample, sort, filter)
         .into_iter()
-        .map(|r| {
-            let c = cells(r, now);
-            json!({
-                "name": r.name,
-                "mode": c[1],
-                "holders": r.state.holders.iter().map(|h| json!({
-                    "owner": h.owner,
-                    "client_name": h.client_name(),
-                    "mode": h.mode.as_str(),
-                    "held_for_ms": h.held_for.as_millis() as u64,
-                    "lease_left_ms": h.lease_left.as_millis() as u64,
-                    "renewed_ago_ms": h.renewed_ago.as_millis() as u64,
-                    "overdue": h.overdue(),
-                })).collect::<Vec<_>>(),
-                "waiting_writers": r.state.waiting_writers,
-                "waiting_readers": r.state.waiting_readers,
-                "fence": r.state.fence,
-                "master": r.master,
-            })
-        })
+        .map(|r| crate::inspect::state_json(client, &r.lock, &r.state))
         .collect();
     json!({
         "at": sample.at.map(crate::clock::utc),
