@@ -183,7 +183,7 @@ impl Keeper {
 
     /// What is taken off a lease of `lease` for the belief.
     pub fn margin_for(&self, lease: Duration) -> Duration {
-        self.margin.unwrap_or(lease / 4)
+        crate::config::margin_for(self.margin, lease)
     }
 
     /// How often the renewal task wakes: a third of the shortest lease it renews.

@@ -425,7 +425,7 @@ impl LockConfig {
                 "the lease is {lease:?}; it must be at most {MAX_LEASE:?}"
             )));
         }
-        let margin = self.clock_margin.unwrap_or(lease / 4);
+        let margin = margin_for(self.clock_margin, lease);
         if margin > lease / 2 {
             return Err(Error::InvalidConfig(format!(
                 "the clock margin is {margin:?}; it must be at most half the lease ({lease:?})"
@@ -441,7 +441,7 @@ impl LockConfig {
     /// assert_eq!(c.get_clock_margin(), c.get_lease() / 4);
     /// ```
     pub fn get_clock_margin(&self) -> Duration {
-        self.clock_margin.unwrap_or(self.lease / 4)
+        margin_for(self.clock_margin, self.lease)
     }
 
     /// The confirmation in force (see [`durability`](Self::durability)).
@@ -591,6 +591,12 @@ fn default_client_name() -> String {
 /// A client name: 1 to 64 bytes, no whitespace (owner tokens are split on spaces), no
 /// control character (it is shown on operators' terminals) and no `/` (it ends the name
 /// in the token).
+/// The clock margin of a hold of lease `lease`: the one set (`explicit`), or a quarter of
+/// the lease (see [`LockConfig::clock_margin`]).
+pub(crate) fn margin_for(explicit: Option<Duration>, lease: Duration) -> Duration {
+    explicit.unwrap_or(lease / 4)
+}
+
 pub(crate) fn check_client_name(name: &str) -> Result<()> {
     let bad = |c: char| c.is_whitespace() || c.is_control() || c == '/';
     if name.is_empty() || name.len() > 64 || name.contains(bad) {
