@@ -174,40 +174,25 @@ local function first_failure(ARGV, from, to)
   return nil
 end
 
--- Runs the commands at ARGV[from .. to - 1], stopping at the first that fails: their
--- replies, in order.
-local function run_commands(ARGV, from, to)
+-- Runs the commands at ARGV[from .. to - 1]: their replies, in order. Each is
+-- '<n> <check> <word>...' (`checked`: revision 3's form, stopping at the first that
+-- fails) or '<n> <word>...' (the old form of revision 1 and 2 clients, where a failed
+-- command does not stop the next).
+local function run_commands(ARGV, from, to, checked)
+  local skip = checked and 1 or 0
   local replies, i = {}, from
   while i < to do
     local n = tonumber(ARGV[i])
     local words = {}
-    for j = 1, n do words[j] = ARGV[i + 1 + j] end
+    for j = 1, n do words[j] = ARGV[i + skip + j] end
     local r = redis.pcall(unpack(words))
     if type(r) == 'table' and r['err'] ~= nil then
       replies[#replies + 1] = {1, r['err']}
-      return replies
-    end
-    replies[#replies + 1] = {0, r}
-    i = i + n + 2
-  end
-  return replies
-end
-
--- The old form (revision 1 and 2 clients): every command runs, a failed one does not
--- stop the next.
-local function run_all(ARGV)
-  local replies, i = {}, 4
-  while i <= #ARGV do
-    local n = tonumber(ARGV[i])
-    local words = {}
-    for j = 1, n do words[j] = ARGV[i + j] end
-    local r = redis.pcall(unpack(words))
-    if type(r) == 'table' and r['err'] ~= nil then
-      replies[#replies + 1] = {1, r['err']}
+      if checked then return replies end
     else
       replies[#replies + 1] = {0, r}
     end
-    i = i + n + 1
+    i = i + n + 1 + skip
   end
   return replies
 end
@@ -241,7 +226,7 @@ local function guarded(KEYS, ARGV)
   end
   if hold == nil then return {2} end
   if writes and hold[1] ~= 'w' then return {-5} end
-  if old_form then return {1, run_all(ARGV)} end
+  if old_form then return {1, run_commands(ARGV, 4, #ARGV + 1, false)} end
 
   -- the conditions: all read before any command runs; the first that fails decides
   local i, failed = 4, 0
@@ -264,5 +249,5 @@ local function guarded(KEYS, ARGV)
   if failed > 0 then from, to, branch = i, #ARGV + 1, 'else' end
   local at, message = first_failure(ARGV, from, to)
   if at then return {-8, branch, at, message} end
-  return {1, failed == 0 and 1 or 0, failed, run_commands(ARGV, from, to)}
+  return {1, failed == 0 and 1 or 0, failed, run_commands(ARGV, from, to, true)}
 end
