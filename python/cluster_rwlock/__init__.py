@@ -1,0 +1,504 @@
+"""A distributed read/write lock for Redis Cluster and Valkey, shared with Rust services.
+
+Many readers or one writer of a shared resource, across processes, machines and
+languages: a Python service and a Rust service that name the same lock exclude each
+other, because both run the same client (this package is a binding of the Rust crate
+``cluster-rwlock``) against the same server-side functions.
+
+    import cluster_rwlock
+
+    client = cluster_rwlock.connect("redis://127.0.0.1:7000", client_name="model-server")
+    lock = client.rwlock("orders:{42}")
+    with lock.write(timeout=5) as w:
+        w.guarded().set("orders:{42}:status", "paid").run()   # only while held
+        print("fence", w.fence)
+
+    async with (await cluster_rwlock.connect_async("redis://127.0.0.1:7000")).rwlock("orders:{42}").read():
+        ...
+
+Guarantees (the Rust client's; see the crate's docs/GUARANTEES.md):
+
+* Each hold has an owner token; its lease (``lease=``, default 30 s) is renewed every
+  third of it while held, and runs by the server's clock.
+* A grant is believed only once the replicas confirmed it (``durability="all"``, the
+  default); ``durability="master"`` skips that (faster, unsafe across failovers).
+* The holder is TOLD when its hold may be lost (``guard.lost`` is set,
+  ``guard.is_lost`` is true) before anyone else can be granted the lock: stop and do
+  not commit. Every grant has a ``fence`` that only grows; a resource that refuses
+  fences lower than it has seen refuses a late holder's writes. Guarded calls write only
+  while the hold is on the server.
+* Writers are preferred and readers queued before a writer go in before it: neither
+  starves. Waiters are woken by release messages (sharded pub/sub), not by polling.
+
+Blocking calls release the GIL and stop on Ctrl-C (``KeyboardInterrupt``; an acquire
+given up withdraws its place). Create clients after ``os.fork()``, not before.
+"""
+
+import asyncio
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+from . import _native
+from .errors import (
+    Closed,
+    CommandFailed,
+    ConditionFailed,
+    InvalidCommand,
+    InvalidConfig,
+    InvalidName,
+    LockError,
+    LockLost,
+    NotReplicated,
+    PermissionDenied,
+    ReplyError,
+    Timeout,
+    Unavailable,
+    UpgradeDeadlock,
+)
+from .guarded import Compare, Condition, Guarded, Outcome, Word
+
+__all__ = [
+    "connect",
+    "connect_async",
+    "Client",
+    "AsyncClient",
+    "RwLock",
+    "AsyncRwLock",
+    "Guard",
+    "AsyncGuard",
+    "Guarded",
+    "Condition",
+    "Compare",
+    "Outcome",
+    "Word",
+    "LockError",
+    "Timeout",
+    "LockLost",
+    "Unavailable",
+    "NotReplicated",
+    "UpgradeDeadlock",
+    "InvalidName",
+    "InvalidConfig",
+    "InvalidCommand",
+    "ConditionFailed",
+    "CommandFailed",
+    "PermissionDenied",
+    "Closed",
+    "ReplyError",
+]
+
+Urls = Union[str, Iterable[str]]
+
+
+def _urls(urls: Urls) -> List[str]:
+    return [urls] if isinstance(urls, str) else [str(u) for u in urls]
+
+
+def _outcome(ran: Any, commit: bool) -> Any:
+    succeeded, failed_condition, replies = ran
+    return Outcome(succeeded, failed_condition, replies) if commit else replies
+
+
+def connect(
+    urls: Urls,
+    *,
+    lease: Optional[float] = None,
+    client_name: Optional[str] = None,
+    prefix: Optional[str] = None,
+    durability: Union[str, int, None] = None,
+    confirm_timeout: Optional[float] = None,
+    clock_margin: Optional[float] = None,
+    retry_interval: Optional[float] = None,
+    command_timeout: Optional[float] = None,
+    notifications: Optional[bool] = None,
+    tls_ca_pem: Optional[bytes] = None,
+) -> "Client":
+    """Connects to a cluster (``redis://`` or ``rediss://`` seed URLs; one URL may also
+    be a single node) and checks it, blocking.
+
+    ``lease`` (seconds, default 30) is each hold's lease; ``client_name`` is written in
+    owner tokens (``inspect``, ``top`` and ``break --client`` show and use it);
+    ``durability`` is ``"all"`` (default: every attached replica confirms each grant),
+    ``"master"`` or a number of replicas; ``confirm_timeout`` bounds that wait (default
+    0.5 s). ``tls_ca_pem`` trusts a CA for ``rediss://``: a ``rediss://`` connection is
+    encrypted or fails, never plaintext. Raises :class:`InvalidConfig`,
+    :class:`Unavailable`, :class:`PermissionDenied` (the functions are not loaded and
+    this user may not load them: run ``cluster-rwlock setup``)."""
+    native = _native.connect(
+        _urls(urls), lease, client_name, prefix, durability, confirm_timeout,
+        clock_margin, retry_interval, command_timeout, notifications, tls_ca_pem,
+    )
+    return Client(native)
+
+
+async def connect_async(
+    urls: Urls,
+    *,
+    lease: Optional[float] = None,
+    client_name: Optional[str] = None,
+    prefix: Optional[str] = None,
+    durability: Union[str, int, None] = None,
+    confirm_timeout: Optional[float] = None,
+    clock_margin: Optional[float] = None,
+    retry_interval: Optional[float] = None,
+    command_timeout: Optional[float] = None,
+    notifications: Optional[bool] = None,
+    tls_ca_pem: Optional[bytes] = None,
+) -> "AsyncClient":
+    """As :func:`connect`, for asyncio: the client's locks are :class:`AsyncRwLock`."""
+    native = await _native.connect_async(
+        _urls(urls), lease, client_name, prefix, durability, confirm_timeout,
+        clock_margin, retry_interval, command_timeout, notifications, tls_ca_pem,
+    )
+    return AsyncClient(native)
+
+
+class _ClientBase:
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @property
+    def client_name(self) -> str:
+        """The client name in this client's owner tokens."""
+        return self._native.client_name
+
+    @property
+    def lease(self) -> float:
+        """The client's lease, in seconds."""
+        return self._native.lease
+
+    def force_release(self, name: str, owner: Optional[str] = None) -> Dict[str, Any]:
+        """Breaks the lock ``name`` (every hold, or those of ``owner``), blocking: the
+        waiters are woken and the fence raised, so the broken holders' late writes are
+        refused by a fenced resource. Returns ``{"holds_removed", "fence"}``."""
+        removed, fence = self._native.force_release(name, owner)
+        return {"holds_removed": removed, "fence": fence}
+
+
+class Client(_ClientBase):
+    """A connected client (see :func:`connect`). Thread-safe; one per process is enough.
+    ``with connect(...) as client:`` closes it at the end."""
+
+    def rwlock(self, name: str, *, lease: Optional[float] = None) -> "RwLock":
+        """The lock ``name``: a handle whose every acquire is a hold of its own. Put the
+        resource's ``{hashtag}`` in the name to keep its keys in the lock's slot
+        (guarded calls need it). ``lease`` overrides the client's for its holds.
+        Raises :class:`InvalidName`."""
+        native = self._native.rwlock(name)
+        return RwLock(native if lease is None else native.with_lease(lease))
+
+    def close(self) -> int:
+        """Gives back what dropped holds left, then closes; returns how many give-backs
+        were still unsent (those holds end with their lease)."""
+        return self._native.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncClient(_ClientBase):
+    """A connected client for asyncio (see :func:`connect_async`). ``async with`` closes
+    it at the end."""
+
+    def rwlock(self, name: str, *, lease: Optional[float] = None) -> "AsyncRwLock":
+        """As :meth:`Client.rwlock`, for asyncio."""
+        native = self._native.rwlock(name)
+        return AsyncRwLock(native if lease is None else native.with_lease(lease))
+
+    async def close(self) -> int:
+        """As :meth:`Client.close`."""
+        return await self._native.close_async()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class _LockBase:
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._native.name
+
+    @property
+    def key(self) -> str:
+        """The Redis key of the lock's hash."""
+        return self._native.key
+
+    @property
+    def slot(self) -> int:
+        """The cluster slot of the lock and of its ``{hashtag}``'s keys."""
+        return self._native.slot
+
+    @property
+    def owner(self) -> str:
+        """The owner token of this handle's holds."""
+        return self._native.owner
+
+    @property
+    def lease(self) -> float:
+        """The lease of this handle's holds, in seconds."""
+        return self._native.lease
+
+    def same_slot_as(self, key: str) -> bool:
+        """Whether ``key`` is in the lock's slot (guarded calls may name it)."""
+        return self._native.same_slot_as(key)
+
+    def state(self) -> Dict[str, Any]:
+        """Who holds and who waits, read from the server (blocking): ``mode``, ``fence``,
+        ``holders`` (each ``owner``, ``mode``, ``holds``, ``lease_left``,
+        ``renewed_ago``, ``overdue``), ``waiting_writers``, ``waiting_readers``."""
+        return self._native.state()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class RwLock(_LockBase):
+    """A lock handle (see :meth:`Client.rwlock`). Every acquire blocks the calling
+    thread with the GIL released, stops on Ctrl-C, and returns a :class:`Guard`, which
+    is a context manager: ``with lock.write(timeout=5) as w: ...``. ``timeout=None``
+    waits until granted. Raises :class:`Timeout`, :class:`NotReplicated`,
+    :class:`Unavailable` (all retryable), :class:`UpgradeDeadlock` (``write`` while this
+    handle's owner holds read)."""
+
+    def read(self, timeout: Optional[float] = None) -> "Guard":
+        """A read hold: shared with other readers."""
+        return Guard(self._native.acquire("read", True, timeout), self)
+
+    def write(self, timeout: Optional[float] = None) -> "Guard":
+        """A write hold: excludes every other hold."""
+        return Guard(self._native.acquire("write", True, timeout), self)
+
+    def upgradable_read(self, timeout: Optional[float] = None) -> "Guard":
+        """An upgradable read: shared with readers, exclusive among upgradable readers
+        and writers; :meth:`Guard.upgrade` makes it write with no writer in between."""
+        return Guard(self._native.acquire("upgradable", True, timeout), self)
+
+    def try_read(self) -> Optional["Guard"]:
+        """A read hold if granted at once, else ``None``."""
+        return _maybe(Guard, self._native.acquire("read", False, None), self)
+
+    def try_write(self) -> Optional["Guard"]:
+        """A write hold if granted at once, else ``None``."""
+        return _maybe(Guard, self._native.acquire("write", False, None), self)
+
+    def try_upgradable_read(self) -> Optional["Guard"]:
+        """An upgradable read hold if granted at once, else ``None``."""
+        return _maybe(Guard, self._native.acquire("upgradable", False, None), self)
+
+    def with_lease(self, lease: float) -> "RwLock":
+        """The same lock, with its own lease (seconds) for holds taken through the new
+        handle."""
+        return RwLock(self._native.with_lease(lease))
+
+
+class _Acquiring:
+    """An acquire for asyncio: ``await`` it for the guard, or ``async with`` it to hold
+    for the block (released at its end)."""
+
+    def __init__(self, lock: "AsyncRwLock", mode: str, timeout: Optional[float]) -> None:
+        self._lock, self._mode, self._timeout = lock, mode, timeout
+        self._guard: Optional[AsyncGuard] = None
+
+    async def _acquire(self) -> "AsyncGuard":
+        native = await self._lock._native.acquire_async(self._mode, True, self._timeout)
+        return AsyncGuard(native, self._lock)
+
+    def __await__(self) -> Any:
+        return self._acquire().__await__()
+
+    async def __aenter__(self) -> "AsyncGuard":
+        self._guard = await self._acquire()
+        return self._guard
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._guard is not None
+        await self._guard.__aexit__(exc_type, exc, tb)
+
+
+class AsyncRwLock(_LockBase):
+    """A lock handle for asyncio (see :meth:`AsyncClient.rwlock`):
+    ``async with lock.read(timeout=5) as r:`` or ``r = await lock.read()``. Cancelling
+    an acquire withdraws its place. Raises as :class:`RwLock`."""
+
+    def read(self, timeout: Optional[float] = None) -> _Acquiring:
+        """A read hold: shared with other readers."""
+        return _Acquiring(self, "read", timeout)
+
+    def write(self, timeout: Optional[float] = None) -> _Acquiring:
+        """A write hold: excludes every other hold."""
+        return _Acquiring(self, "write", timeout)
+
+    def upgradable_read(self, timeout: Optional[float] = None) -> _Acquiring:
+        """An upgradable read hold (see :meth:`RwLock.upgradable_read`)."""
+        return _Acquiring(self, "upgradable", timeout)
+
+    async def try_read(self) -> Optional["AsyncGuard"]:
+        """A read hold if granted at once, else ``None``."""
+        return _maybe(AsyncGuard, await self._native.acquire_async("read", False, None), self)
+
+    async def try_write(self) -> Optional["AsyncGuard"]:
+        """A write hold if granted at once, else ``None``."""
+        return _maybe(AsyncGuard, await self._native.acquire_async("write", False, None), self)
+
+    async def try_upgradable_read(self) -> Optional["AsyncGuard"]:
+        """An upgradable read hold if granted at once, else ``None``."""
+        return _maybe(AsyncGuard, await self._native.acquire_async("upgradable", False, None), self)
+
+    def with_lease(self, lease: float) -> "AsyncRwLock":
+        """As :meth:`RwLock.with_lease`."""
+        return AsyncRwLock(self._native.with_lease(lease))
+
+
+def _maybe(cls: Any, native: Any, lock: Any) -> Any:
+    return None if native is None else cls(native, lock)
+
+
+class _GuardBase:
+    def __init__(self, native: Any, lock: Any) -> None:
+        self._native = native
+        self._lock = lock
+
+    @property
+    def fence(self) -> int:
+        """The fencing token of this grant: greater than every fence granted before for
+        this lock. Hand it to the resource, which refuses lower fences than it has seen."""
+        return self._native.fence
+
+    @property
+    def mode(self) -> str:
+        """``"read"``, ``"write"`` or ``"upgradable"``."""
+        return self._native.mode
+
+    @property
+    def owner(self) -> str:
+        """The owner token of the hold."""
+        return self._native.owner
+
+    @property
+    def lock(self) -> Any:
+        """The lock handle this hold was taken through."""
+        return self._lock
+
+    @property
+    def is_lost(self) -> bool:
+        """Whether the hold may have been lost: true from the moment the client can no
+        longer be sure (its lease, less the clock margin, ran out before a renewal was
+        confirmed; the lock was broken; a failover lost it), which is before anyone else
+        can be granted the lock. Then stop: do not commit work done under it."""
+        return self._native.is_lost()
+
+    @property
+    def is_held(self) -> bool:
+        """Whether this guard still holds (not released, upgraded or downgraded)."""
+        return self._native.is_held()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.is_lost else ("held" if self.is_held else "released")
+        return f"{type(self).__name__}({self._lock.name!r}, {self.mode}, fence={self.fence}, {state})"
+
+
+class Guard(_GuardBase):
+    """A hold (see :class:`RwLock`): renewed while held, released by :meth:`release` or
+    at the end of its ``with`` block. ``lost`` is a ``threading.Event`` set when the hold
+    may have been lost. A guard collected without a release is released in the
+    background."""
+
+    def __init__(self, native: Any, lock: Any) -> None:
+        super().__init__(native, lock)
+        self.lost = threading.Event()
+        native.on_lost(self.lost.set)
+
+    def release(self) -> None:
+        """Releases the hold now (a second call does nothing). Raises :class:`LockLost`
+        when the hold was lost before: work done under it may have overlapped another
+        holder's."""
+        self._native.release()
+
+    def guarded(self) -> "Guarded[Any]":
+        """A guarded call under this hold (see :class:`Guarded`)."""
+        native = self._native
+        return Guarded(lambda then, other, commit: _outcome(native.guarded(then, other, commit), commit))
+
+    def upgrade(self, timeout: Optional[float] = None) -> "Guard":
+        """An upgradable read made write, with no writer in between; returns the write
+        guard (this one is spent). On :class:`Timeout`, this guard still holds."""
+        return Guard(self._native.upgrade(timeout), self._lock)
+
+    def downgrade(self) -> "Guard":
+        """A write hold made read, with no writer in between; returns the read guard
+        (this one is spent)."""
+        return Guard(self._native.downgrade(), self._lock)
+
+    def __enter__(self) -> "Guard":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.release()  # a lost hold raises LockLost here: say it
+        else:
+            try:
+                self.release()
+            except LockError:
+                pass  # the block's own exception is the one to see
+
+
+class AsyncGuard(_GuardBase):
+    """A hold for asyncio: as :class:`Guard`, with awaitable methods, and ``lost`` an
+    ``asyncio.Event`` of the loop that acquired it."""
+
+    def __init__(self, native: Any, lock: Any) -> None:
+        super().__init__(native, lock)
+        self.lost = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        event = self.lost
+
+        def told() -> None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:
+                pass  # the loop is closed: nobody is left to tell
+
+        native.on_lost(told)
+
+    async def release(self) -> None:
+        """As :meth:`Guard.release`."""
+        await self._native.release_async()
+
+    def guarded(self) -> "Guarded[Any]":
+        """A guarded call under this hold; ``run()`` and ``commit()`` are awaitables."""
+        native = self._native
+
+        async def runner(then: list, other: Optional[list], commit: bool) -> Any:
+            return _outcome(await native.guarded_async(then, other, commit), commit)
+
+        return Guarded(runner)
+
+    async def upgrade(self, timeout: Optional[float] = None) -> "AsyncGuard":
+        """As :meth:`Guard.upgrade`."""
+        return AsyncGuard(await self._native.upgrade_async(timeout), self._lock)
+
+    async def downgrade(self) -> "AsyncGuard":
+        """As :meth:`Guard.downgrade`."""
+        return AsyncGuard(await self._native.downgrade_async(), self._lock)
+
+    async def __aenter__(self) -> "AsyncGuard":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self.release()
+        else:
+            try:
+                await self.release()
+            except LockError:
+                pass

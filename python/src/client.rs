@@ -1,0 +1,246 @@
+//! A connected client and the locks it names: `connect()`, `Client.rwlock(name)`, and a
+//! lock's acquire (blocking or awaitable), state and force release.
+
+use std::time::Duration;
+
+use cluster_rwlock::{LockClient, LockState, Mode, RwLock};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::guard::NativeGuard;
+use crate::options::{config, DurabilityArg, Options};
+use crate::run::{awaitable, seconds, wait};
+
+/// A connection to a cluster (or one node): its connections, subscriptions and the task
+/// that renews its holds. Cheap to share between threads.
+#[pyclass(frozen, module = "cluster_rwlock._native")]
+pub(crate) struct NativeClient {
+    client: LockClient,
+}
+
+/// Connects and checks the server, blocking (see `cluster_rwlock.connect`).
+#[pyfunction]
+#[pyo3(signature = (urls, lease=None, client_name=None, prefix=None, durability=None, confirm_timeout=None, clock_margin=None, retry_interval=None, command_timeout=None, notifications=None, tls_ca_pem=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn connect(
+    py: Python<'_>,
+    urls: Vec<String>,
+    lease: Option<f64>,
+    client_name: Option<String>,
+    prefix: Option<String>,
+    durability: Option<DurabilityArg>,
+    confirm_timeout: Option<f64>,
+    clock_margin: Option<f64>,
+    retry_interval: Option<f64>,
+    command_timeout: Option<f64>,
+    notifications: Option<bool>,
+    tls_ca_pem: Option<Vec<u8>>,
+) -> PyResult<NativeClient> {
+    let c = config(Options {
+        urls, lease, client_name, prefix, durability, confirm_timeout, clock_margin,
+        retry_interval, command_timeout, notifications, tls_ca_pem,
+    })?;
+    let client = wait(py, LockClient::connect(c))?;
+    Ok(NativeClient { client })
+}
+
+/// As [`connect`], as an awaitable.
+#[pyfunction]
+#[pyo3(signature = (urls, lease=None, client_name=None, prefix=None, durability=None, confirm_timeout=None, clock_margin=None, retry_interval=None, command_timeout=None, notifications=None, tls_ca_pem=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn connect_async(
+    py: Python<'_>,
+    urls: Vec<String>,
+    lease: Option<f64>,
+    client_name: Option<String>,
+    prefix: Option<String>,
+    durability: Option<DurabilityArg>,
+    confirm_timeout: Option<f64>,
+    clock_margin: Option<f64>,
+    retry_interval: Option<f64>,
+    command_timeout: Option<f64>,
+    notifications: Option<bool>,
+    tls_ca_pem: Option<Vec<u8>>,
+) -> PyResult<Bound<'_, PyAny>> {
+    let c = config(Options {
+        urls, lease, client_name, prefix, durability, confirm_timeout, clock_margin,
+        retry_interval, command_timeout, notifications, tls_ca_pem,
+    })?;
+    awaitable(py, async move {
+        Ok(NativeClient { client: LockClient::connect(c).await? })
+    })
+}
+
+#[pymethods]
+impl NativeClient {
+    /// The lock `name` (checked: a bad name raises `InvalidName`), a handle of its own.
+    fn rwlock(&self, py: Python<'_>, name: &str) -> PyResult<NativeLock> {
+        let lock = self.client.rwlock(name).map_err(|e| crate::errors::to_py(py, e))?;
+        Ok(NativeLock { lock })
+    }
+
+    /// The client name in this client's owner tokens.
+    #[getter]
+    fn client_name(&self) -> String {
+        self.client.config().get_client_name().to_string()
+    }
+
+    /// The client's lease, in seconds.
+    #[getter]
+    fn lease(&self) -> f64 {
+        self.client.config().get_lease().as_secs_f64()
+    }
+
+    /// Breaks the lock `name` (every hold, or those of `owner`), blocking; returns
+    /// `(holds_removed, fence)`.
+    #[pyo3(signature = (name, owner=None))]
+    fn force_release(&self, py: Python<'_>, name: String, owner: Option<String>) -> PyResult<(u64, Option<u64>)> {
+        let client = self.client.clone();
+        wait(py, async move {
+            let r = client.force_release(&name, owner.as_deref()).await?;
+            Ok((r.holds_removed, r.fence))
+        })
+    }
+
+    /// Gives back what dropped holds left and closes the connections, blocking; returns
+    /// how many give-backs were still unsent.
+    fn close(&self, py: Python<'_>) -> PyResult<usize> {
+        let client = self.client.clone();
+        wait(py, async move { Ok(client.close().await) })
+    }
+
+    /// As `close`, as an awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        awaitable(py, async move { Ok(client.close().await) })
+    }
+}
+
+/// One lock handle: each acquire through it is a hold of its own.
+#[pyclass(frozen, module = "cluster_rwlock._native")]
+pub(crate) struct NativeLock {
+    lock: RwLock,
+}
+
+/// `"read"`, `"write"` or `"upgradable"` as a mode.
+fn mode_of(word: &str) -> PyResult<Mode> {
+    match word {
+        "read" => Ok(Mode::Read),
+        "write" => Ok(Mode::Write),
+        "upgradable" => Ok(Mode::Upgradable),
+        _ => Err(PyValueError::new_err(format!(
+            "mode is \"read\", \"write\" or \"upgradable\"; got {word:?}"
+        ))),
+    }
+}
+
+/// The acquire `blocking` and `timeout` ask for: `None` when a non-blocking attempt found
+/// the lock taken.
+async fn acquire(
+    lock: RwLock,
+    mode: Mode,
+    blocking: bool,
+    timeout: Option<Duration>,
+) -> cluster_rwlock::Result<Option<NativeGuard>> {
+    let guard = match (blocking, timeout) {
+        (false, _) => lock.try_acquire(mode).await?,
+        (true, Some(t)) => Some(lock.acquire_timeout(mode, t).await?),
+        (true, None) => Some(lock.acquire(mode).await?),
+    };
+    Ok(guard.map(|g| NativeGuard::new(g, lock)))
+}
+
+#[pymethods]
+impl NativeLock {
+    /// Acquires in `mode`, blocking: waits for at most `timeout` seconds (`None`: until
+    /// granted), or not at all when `blocking` is false (then `None` when taken).
+    #[pyo3(signature = (mode, blocking=true, timeout=None))]
+    fn acquire(&self, py: Python<'_>, mode: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Option<NativeGuard>> {
+        let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
+        wait(py, acquire(self.lock.clone(), mode, blocking, timeout))
+    }
+
+    /// As `acquire`, as an awaitable.
+    #[pyo3(signature = (mode, blocking=true, timeout=None))]
+    fn acquire_async<'py>(&self, py: Python<'py>, mode: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
+        awaitable(py, acquire(self.lock.clone(), mode, blocking, timeout))
+    }
+
+    /// The same lock with its own lease (in seconds) for the holds taken through the
+    /// new handle.
+    fn with_lease(&self, py: Python<'_>, lease: f64) -> PyResult<NativeLock> {
+        let lease = seconds("lease", Some(lease))?.unwrap_or_default();
+        let lock = self.lock.with_lease(lease).map_err(|e| crate::errors::to_py(py, e))?;
+        Ok(NativeLock { lock })
+    }
+
+    /// The lock's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The Redis key of the lock's hash.
+    #[getter]
+    fn key(&self) -> &str {
+        self.lock.key()
+    }
+
+    /// The cluster slot of the lock (and of its `{hashtag}`'s keys).
+    #[getter]
+    fn slot(&self) -> u16 {
+        self.lock.slot()
+    }
+
+    /// The lease of holds taken through this handle, in seconds.
+    #[getter]
+    fn lease(&self) -> f64 {
+        self.lock.lease().as_secs_f64()
+    }
+
+    /// The owner token of this handle's holds.
+    #[getter]
+    fn owner(&self) -> &str {
+        self.lock.owner()
+    }
+
+    /// Whether `key` is in the lock's slot (guarded commands may name it).
+    fn same_slot_as(&self, key: &str) -> bool {
+        self.lock.same_slot_as(key)
+    }
+
+    /// Who holds and who waits, read from the server, blocking, as a dict.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let lock = self.lock.clone();
+        let s = wait(py, async move { lock.state().await })?;
+        state_dict(py, &s)
+    }
+}
+
+/// `s` as Python reads it: `mode`, `fence`, `holders` (owner, mode, holds, lease left in
+/// seconds), `waiting_writers`, `waiting_readers`.
+fn state_dict<'py>(py: Python<'py>, s: &LockState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("mode", s.mode.map(|m| m.as_str()))?;
+    d.set_item("fence", s.fence)?;
+    let holders = s
+        .holders
+        .iter()
+        .map(|h| {
+            let one = PyDict::new(py);
+            one.set_item("owner", &h.owner)?;
+            one.set_item("mode", h.mode.as_str())?;
+            one.set_item("holds", h.count)?;
+            one.set_item("lease_left", h.lease_left.as_secs_f64())?;
+            one.set_item("renewed_ago", h.renewed_ago.as_secs_f64())?;
+            one.set_item("overdue", h.overdue())?;
+            Ok(one)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("holders", holders)?;
+    d.set_item("waiting_writers", &s.waiting_writers)?;
+    d.set_item("waiting_readers", &s.waiting_readers)?;
+    Ok(d)
+}

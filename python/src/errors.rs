@@ -1,0 +1,68 @@
+//! The lock's errors as the Python package's exceptions (`cluster_rwlock.errors`): one
+//! class per kind a caller handles differently, each with `is_retryable` (the Rust
+//! error's predicate) and the details a handler reads (`index`, `nothing_ran`, ...).
+
+use cluster_rwlock::Error;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The class of `cluster_rwlock.errors` that `e` is raised as.
+fn class_of(e: &Error) -> &'static str {
+    match e {
+        Error::Timeout(_) => "Timeout",
+        Error::LockLost => "LockLost",
+        Error::UpgradeDeadlock => "UpgradeDeadlock",
+        Error::NotReplicated { .. } | Error::WriteNotReplicated { .. } => "NotReplicated",
+        Error::InvalidName(_) => "InvalidName",
+        Error::InvalidConfig(_) | Error::InvalidOwner(_) => "InvalidConfig",
+        Error::InvalidCommand(_) | Error::WrongSlot { .. } | Error::LockKey { .. } => "InvalidCommand",
+        Error::ConditionFailed { .. } => "ConditionFailed",
+        Error::CommandFailed { .. } => "CommandFailed",
+        Error::Closed => "Closed",
+        e if e.is_permission_denied() => "PermissionDenied",
+        e if e.is_unavailable() => "Unavailable",
+        _ => "LockError",
+    }
+}
+
+/// The attributes a handler reads, beyond the message.
+fn details<'py>(py: Python<'py>, e: &Error) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("is_retryable", e.is_retryable())?;
+    match e {
+        Error::Timeout(after) => d.set_item("after", after.as_secs_f64())?,
+        Error::NotReplicated { wanted, acked } | Error::WriteNotReplicated { wanted, acked } => {
+            d.set_item("wanted", wanted)?;
+            d.set_item("acked", acked)?;
+            // a write that ran on the master stays written: say so to the handler
+            d.set_item("written", matches!(e, Error::WriteNotReplicated { .. }))?;
+        }
+        Error::ConditionFailed { index } => d.set_item("index", index)?,
+        Error::CommandFailed { index, command, message, nothing_ran } => {
+            d.set_item("index", index)?;
+            d.set_item("command", command)?;
+            d.set_item("reply", message)?;
+            d.set_item("nothing_ran", nothing_ran)?;
+        }
+        _ => {}
+    }
+    Ok(d)
+}
+
+/// `e` as the exception to raise. Should the Python side of the package be missing (it
+/// never is in an installed package), a `RuntimeError` with the same message.
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let message = e.to_string();
+    let made = (|| -> PyResult<PyErr> {
+        let class = py.import("cluster_rwlock.errors")?.getattr(class_of(&e))?;
+        let exc = class.call((message.clone(),), Some(&details(py, &e)?))?;
+        Ok(PyErr::from_value(exc))
+    })();
+    made.unwrap_or_else(|_| PyRuntimeError::new_err(message))
+}
+
+/// An `InvalidConfig` for a mistake found before the configuration is built.
+pub(crate) fn invalid_config(message: String) -> PyErr {
+    Python::attach(|py| to_py(py, Error::InvalidConfig(message)))
+}

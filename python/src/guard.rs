@@ -1,0 +1,340 @@
+//! A granted hold: its fence, its loss signal, its release, its guarded calls, and its
+//! upgrade and downgrade. The Rust guard lives here until released; dropped without a
+//! release (the Python object collected), it is released in the background, as in Rust.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cluster_rwlock::guarded::{Batch, Condition, Reply};
+use cluster_rwlock::{AnyGuard, Error, LostSignal, Mode, RwLock};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+use crate::run::{awaitable, runtime, seconds, wait};
+
+/// The Rust guard, shared with the tasks that run guarded calls under it; `None` once
+/// released (or turned into another guard by an upgrade or downgrade).
+type Held = Arc<tokio::sync::RwLock<Option<AnyGuard>>>;
+
+/// One hold of a lock.
+#[pyclass(frozen, module = "cluster_rwlock._native")]
+pub(crate) struct NativeGuard {
+    fence: u64,
+    mode: Mode,
+    owner: String,
+    lost: LostSignal,
+    lock: RwLock,
+    held: Held,
+    /// The tasks waiting to tell Python of a loss: stopped at release, so that a normal
+    /// release is never reported as a loss.
+    watchers: Watchers,
+}
+
+/// The tasks that wait to tell Python of a loss, stopped when the hold ends well.
+type Watchers = Arc<Mutex<Vec<tokio::task::AbortHandle>>>;
+
+/// Stops every watcher of `w`.
+fn stop(w: &Watchers) {
+    let handles = std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner()));
+    handles.iter().for_each(tokio::task::AbortHandle::abort);
+}
+
+impl NativeGuard {
+    pub(crate) fn new(guard: AnyGuard, lock: RwLock) -> NativeGuard {
+        NativeGuard {
+            fence: guard.fence(),
+            mode: guard.mode(),
+            owner: guard.owner().to_string(),
+            lost: guard.lost_signal(),
+            lock,
+            held: Arc::new(tokio::sync::RwLock::new(Some(guard))),
+            watchers: Watchers::default(),
+        }
+    }
+
+    /// Stops the loss watchers and takes the Rust guard out (`None`: released before).
+    async fn take(held: Held, watchers: Watchers) -> Option<AnyGuard> {
+        stop(&watchers);
+        held.write().await.take()
+    }
+
+    /// A `ValueError` unless this guard still holds and is in `mode`.
+    fn check(&self, mode: Mode, what: &str) -> PyResult<()> {
+        if !self.is_held() {
+            return Err(PyValueError::new_err("this guard was released (or upgraded, or downgraded)"));
+        }
+        if self.mode != mode {
+            return Err(PyValueError::new_err(format!("only {what}; this guard is {}", self.mode.as_str())));
+        }
+        Ok(())
+    }
+}
+
+/// A step of a guarded call, as the Python builder hands it over.
+#[derive(FromPyObject)]
+pub(crate) enum Step {
+    /// `(key, field or None, op, operand or None)`: a condition.
+    Condition(Vec<u8>, Option<Vec<u8>>, String, Option<ConditionOperand>),
+    /// `(name, [arguments])`: a command.
+    Command(String, Vec<Vec<u8>>),
+}
+
+/// What a condition compares with: bytes for `eq`/`ne`, an integer for the orderings.
+#[derive(FromPyObject)]
+pub(crate) enum ConditionOperand {
+    /// An integer (`lt`, `le`, `gt`, `ge`).
+    Integer(i64),
+    /// Bytes (`eq`, `ne`).
+    Bytes(Vec<u8>),
+}
+
+/// The condition `(key, field, op, operand)` describes.
+fn condition(key: Vec<u8>, field: Option<Vec<u8>>, op: &str, operand: Option<ConditionOperand>) -> PyResult<Condition> {
+    use ConditionOperand::{Bytes, Integer};
+    let compare = || match &field {
+        Some(f) => Condition::field(&key, f),
+        None => Condition::value(&key),
+    };
+    Ok(match (op, operand) {
+        ("exists", None) => compare().exists(),
+        ("missing", None) => compare().missing(),
+        ("eq", Some(Bytes(b))) => compare().eq(b),
+        ("ne", Some(Bytes(b))) => compare().ne(b),
+        ("lt", Some(Integer(n))) => compare().lt(n),
+        ("le", Some(Integer(n))) => compare().le(n),
+        ("gt", Some(Integer(n))) => compare().gt(n),
+        ("ge", Some(Integer(n))) => compare().ge(n),
+        (op, _) => return Err(PyValueError::new_err(format!("not a condition: {op} with that operand"))),
+    })
+}
+
+/// The batch of `then` and, when given, `otherwise` (the branch run when a condition
+/// fails), checked before anything is sent.
+fn batch(py: Python<'_>, lock: &RwLock, then: Vec<Step>, otherwise: Option<Vec<Step>>) -> PyResult<Batch> {
+    let mut b = add_steps(Batch::new(lock), then)?;
+    if let Some(steps) = otherwise {
+        b = add_steps(b.otherwise(), steps)?;
+    }
+    b.check().map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// `b` with `steps` added in order.
+fn add_steps(mut b: Batch, steps: Vec<Step>) -> PyResult<Batch> {
+    for step in steps {
+        b = match step {
+            Step::Condition(key, field, op, operand) => b.when(condition(key, field, &op, operand)?),
+            Step::Command(name, args) => b.command(&name, args),
+        };
+    }
+    Ok(b)
+}
+
+/// A reply as Python reads it: `None`, `int`, `bytes`, a list, or (a command that failed,
+/// in `commit()`'s replies) a `cluster_rwlock.errors.ReplyError`.
+fn reply_to_py(py: Python<'_>, r: &Reply) -> PyResult<Py<PyAny>> {
+    Ok(match r {
+        Reply::Nil => py.None(),
+        Reply::Integer(n) => n.into_pyobject(py)?.into_any().unbind(),
+        Reply::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),
+        Reply::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(reply_to_py(py, item)?)?;
+            }
+            list.into_any().unbind()
+        }
+        Reply::Error(message) => py
+            .import("cluster_rwlock.errors")?
+            .getattr("ReplyError")?
+            .call1((message.as_str(),))?
+            .unbind(),
+        _ => py.None(),
+    })
+}
+
+/// What a guarded call returns to Python: `(succeeded, failed_condition, replies)`.
+struct Ran {
+    succeeded: bool,
+    failed_condition: Option<u32>,
+    replies: Vec<Reply>,
+}
+
+impl<'py> IntoPyObject<'py> for Ran {
+    type Target = pyo3::types::PyTuple;
+    type Output = Bound<'py, Self::Target>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        let replies = self.replies.iter().map(|r| reply_to_py(py, r)).collect::<PyResult<Vec<_>>>()?;
+        (self.succeeded, self.failed_condition, replies).into_pyobject(py)
+    }
+}
+
+/// Runs `batch` under the guard in `held`: `commit` reports a failed condition in the
+/// result; else it is a `ConditionFailed`.
+async fn run_guarded(held: Held, batch: Batch, commit: bool) -> cluster_rwlock::Result<Ran> {
+    let held = held.read_owned().await;
+    let Some(guard) = held.as_ref() else {
+        return Err(Error::LockLost);
+    };
+    if commit {
+        let o = batch.commit(guard).await?;
+        Ok(Ran { succeeded: o.succeeded, failed_condition: o.failed_condition, replies: o.replies })
+    } else {
+        let replies = batch.run(guard).await?;
+        Ok(Ran { succeeded: true, failed_condition: None, replies })
+    }
+}
+
+/// Upgrades (`to == Write`, within `timeout`) or downgrades (`to == Read`) the guard in
+/// `held`; a timed-out upgrade keeps the upgradable hold in place, and its watchers.
+async fn change(held: Held, watchers: Watchers, to: Mode, timeout: Option<Duration>) -> cluster_rwlock::Result<AnyGuard> {
+    let mut slot = held.write_owned().await;
+    let changed: AnyGuard = match (slot.take(), to, timeout) {
+        (Some(AnyGuard::Upgradable(u)), Mode::Write, None) => u.upgrade().await?.into(),
+        (Some(AnyGuard::Upgradable(u)), Mode::Write, Some(t)) => match u.upgrade_timeout(t).await? {
+            Ok(w) => w.into(),
+            Err(kept) => {
+                *slot = Some(kept.into());
+                return Err(Error::Timeout(t));
+            }
+        },
+        (Some(AnyGuard::Write(w)), Mode::Read, _) => w.downgrade().await?.into(),
+        // (checked before: a guard of another mode never gets here; a released one may)
+        (other, _, _) => {
+            *slot = other;
+            return Err(Error::LockLost);
+        }
+    };
+    stop(&watchers);
+    Ok(changed)
+}
+
+#[pymethods]
+impl NativeGuard {
+    /// The fencing token of this grant.
+    #[getter]
+    fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// `"read"`, `"write"` or `"upgradable"`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.mode.as_str()
+    }
+
+    /// The owner token of the hold.
+    #[getter]
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Whether the hold may have been lost (its lease ran out before a renewal was
+    /// confirmed, or the server said it is gone): from then on it must not be relied on.
+    fn is_lost(&self) -> bool {
+        self.lost.is_lost()
+    }
+
+    /// Whether the guard still holds its Rust guard (not released, upgraded or
+    /// downgraded).
+    fn is_held(&self) -> bool {
+        self.held.try_read().map(|g| g.is_some()).unwrap_or(true)
+    }
+
+    /// Calls `callback()` (from another thread) once, when the hold is lost; never after
+    /// a release.
+    fn on_lost(&self, callback: Py<PyAny>) {
+        let signal = self.lost.clone();
+        let task = runtime().spawn(async move {
+            signal.lost().await;
+            Python::attach(|py| {
+                if let Err(e) = callback.call0(py) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        });
+        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+    }
+
+    /// Releases the hold, blocking; a second release does nothing. Raises `LockLost` when
+    /// the hold was gone before.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let (held, watchers) = (self.held.clone(), self.watchers.clone());
+        wait(py, async move {
+            match NativeGuard::take(held, watchers).await {
+                Some(g) => g.release().await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// As `release`, as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (held, watchers) = (self.held.clone(), self.watchers.clone());
+        awaitable(py, async move {
+            match NativeGuard::take(held, watchers).await {
+                Some(g) => g.release().await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Runs a guarded call, blocking: `then` (and `otherwise`, when a condition fails)
+    /// are lists of steps; returns `(succeeded, failed_condition, replies)`. With
+    /// `commit` false, a failed condition raises `ConditionFailed`.
+    #[pyo3(signature = (then, otherwise=None, commit=false))]
+    fn guarded(&self, py: Python<'_>, then: Vec<Step>, otherwise: Option<Vec<Step>>, commit: bool) -> PyResult<Py<PyAny>> {
+        self.check(self.mode, "")?;
+        let b = batch(py, &self.lock, then, otherwise)?;
+        let ran = wait(py, run_guarded(self.held.clone(), b, commit))?;
+        Ok(ran.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// As `guarded`, as an awaitable.
+    #[pyo3(signature = (then, otherwise=None, commit=false))]
+    fn guarded_async<'py>(&self, py: Python<'py>, then: Vec<Step>, otherwise: Option<Vec<Step>>, commit: bool) -> PyResult<Bound<'py, PyAny>> {
+        self.check(self.mode, "")?;
+        let b = batch(py, &self.lock, then, otherwise)?;
+        awaitable(py, run_guarded(self.held.clone(), b, commit))
+    }
+
+    /// Upgrades an upgradable read hold to write, blocking (at most `timeout` seconds:
+    /// then `Timeout`, and this guard still holds its upgradable read); returns the write
+    /// guard, and this one is spent.
+    #[pyo3(signature = (timeout=None))]
+    fn upgrade(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<NativeGuard> {
+        self.check(Mode::Upgradable, "an upgradable read guard upgrades")?;
+        let t = seconds("timeout", timeout)?;
+        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let g = wait(py, change(held, self.watchers.clone(), Mode::Write, t))?;
+        Ok(NativeGuard::new(g, lock))
+    }
+
+    /// As `upgrade`, as an awaitable.
+    #[pyo3(signature = (timeout=None))]
+    fn upgrade_async<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        self.check(Mode::Upgradable, "an upgradable read guard upgrades")?;
+        let t = seconds("timeout", timeout)?;
+        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let watchers = self.watchers.clone();
+        awaitable(py, async move { Ok(NativeGuard::new(change(held, watchers, Mode::Write, t).await?, lock)) })
+    }
+
+    /// Downgrades a write hold to read, blocking, with no writer in between; returns the
+    /// read guard, and this one is spent.
+    fn downgrade(&self, py: Python<'_>) -> PyResult<NativeGuard> {
+        self.check(Mode::Write, "a write guard downgrades")?;
+        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let g = wait(py, change(held, self.watchers.clone(), Mode::Read, None))?;
+        Ok(NativeGuard::new(g, lock))
+    }
+
+    /// As `downgrade`, as an awaitable.
+    fn downgrade_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.check(Mode::Write, "a write guard downgrades")?;
+        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let watchers = self.watchers.clone();
+        awaitable(py, async move { Ok(NativeGuard::new(change(held, watchers, Mode::Read, None).await?, lock)) })
+    }
+}
