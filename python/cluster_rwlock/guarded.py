@@ -53,13 +53,13 @@ class Condition:
 
     @staticmethod
     def exists(key: Word) -> "Condition":
-        """The key exists."""
-        return Compare(key, None).exists()
+        """The key exists (of any type)."""
+        return Condition(key, None, "key_exists", None)
 
     @staticmethod
     def missing(key: Word) -> "Condition":
         """The key does not exist."""
-        return Compare(key, None).missing()
+        return Condition(key, None, "key_missing", None)
 
     @staticmethod
     def value(key: Word) -> "Compare":

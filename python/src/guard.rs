@@ -97,6 +97,8 @@ fn condition(key: Vec<u8>, field: Option<Vec<u8>>, op: &str, operand: Option<Con
         None => Condition::value(&key),
     };
     Ok(match (op, operand) {
+        ("key_exists", None) => Condition::exists(&key),
+        ("key_missing", None) => Condition::missing(&key),
         ("exists", None) => compare().exists(),
         ("missing", None) => compare().missing(),
         ("eq", Some(Bytes(b))) => compare().eq(b),

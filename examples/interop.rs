@@ -1,0 +1,142 @@
+//! The Rust side of a lock shared with another language: the Python package's mixed
+//! tests (`python/tests/test_mixed.py`) run it beside Python holders of the same locks.
+//!
+//! ```sh
+//! cargo run --example interop -- testbed                       # a cluster, until stdin closes
+//! cargo run --example interop -- hammer --url redis://127.0.0.1:7000 --name shared --mode write --seconds 5
+//! cargo run --example interop -- hold --url redis://127.0.0.1:7000 --name shared --mode write --for-ms 1000
+//! ```
+//!
+//! * `testbed`: starts the test bed's six-node cluster (`CLUSTER_SERVER=valkey` for
+//!   Valkey), prints `URL <seed>` lines and `READY`, and removes the cluster when its
+//!   standard input closes (so a test process that dies takes the cluster with it).
+//! * `hammer`: takes the lock `--name` in `--mode` again and again for `--seconds`,
+//!   holding each grant `--hold-ms`; prints `HOLD <mode> <fence> <start_ns> <end_ns>` per
+//!   grant (wall-clock nanoseconds: from after the grant to before the release) and
+//!   `DONE <grants>`.
+//! * `hold`: takes the lock once (waiting at most `--timeout-ms`), prints
+//!   `GRANTED <fence> <ns>`, holds it `--for-ms`, prints `RELEASING <ns>`, releases,
+//!   prints `RELEASED <ns>`.
+//!
+//! Every line is flushed at once; a failure prints `ERROR <message>` and exits 1.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cluster_rwlock::{LockClient, LockConfig, Mode};
+use cluster_rwlock_testkit::TestCluster;
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn number(name: &str, default: u64) -> Result<u64, BoxError> {
+    Ok(arg(name).map(|s| s.parse()).transpose()?.unwrap_or(default))
+}
+
+/// Wall-clock time in nanoseconds, as Python's `time.time_ns()`: the two sides of a
+/// mixed test run on one machine, so their intervals compare on one clock.
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn say(line: String) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+async fn client() -> Result<LockClient, BoxError> {
+    let url = arg("--url").ok_or("--url is required")?;
+    let mut config = LockConfig::from_url(&url)?.client_name("rust-peer");
+    if let Some(ms) = arg("--lease-ms") {
+        config = config.lease(Duration::from_millis(ms.parse()?));
+    }
+    Ok(LockClient::connect(config).await?)
+}
+
+fn mode() -> Result<Mode, BoxError> {
+    match arg("--mode").as_deref() {
+        Some("read") => Ok(Mode::Read),
+        Some("write") | None => Ok(Mode::Write),
+        Some(other) => Err(format!("--mode is read or write, not {other}").into()),
+    }
+}
+
+async fn hammer() -> Result<(), BoxError> {
+    let client = client().await?;
+    let lock = client.rwlock(&arg("--name").ok_or("--name is required")?)?;
+    let (mode, hold) = (mode()?, Duration::from_millis(number("--hold-ms", 5)?));
+    let until = std::time::Instant::now() + Duration::from_secs(number("--seconds", 5)?);
+    let mut grants = 0u64;
+    while std::time::Instant::now() < until {
+        let guard = lock.acquire_timeout(mode, Duration::from_secs(10)).await?;
+        let start = now_ns();
+        tokio::time::sleep(hold).await;
+        let end = now_ns();
+        say(format!("HOLD {} {} {start} {end}", mode.as_str(), guard.fence()));
+        guard.release().await?;
+        grants += 1;
+        tokio::time::sleep(hold).await; // let the others in
+    }
+    say(format!("DONE {grants}"));
+    client.close().await;
+    Ok(())
+}
+
+async fn hold() -> Result<(), BoxError> {
+    let client = client().await?;
+    let lock = client.rwlock(&arg("--name").ok_or("--name is required")?)?;
+    let timeout = Duration::from_millis(number("--timeout-ms", 10_000)?);
+    let guard = lock.acquire_timeout(mode()?, timeout).await?;
+    say(format!("GRANTED {} {}", guard.fence(), now_ns()));
+    tokio::time::sleep(Duration::from_millis(number("--for-ms", 1000)?)).await;
+    say(format!("RELEASING {}", now_ns()));
+    guard.release().await?;
+    say(format!("RELEASED {}", now_ns()));
+    client.close().await;
+    Ok(())
+}
+
+async fn testbed() -> Result<(), BoxError> {
+    let cluster = TestCluster::start().await?;
+    for url in cluster.seed_urls() {
+        say(format!("URL {url}"));
+    }
+    say(format!("SERVER {}", cluster.server_version()));
+    say("READY".into());
+    // until the test process closes our stdin (or dies)
+    tokio::task::spawn_blocking(|| {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            if line.is_err() {
+                break;
+            }
+        }
+    })
+    .await?;
+    drop(cluster);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    let result = match std::env::args().nth(1).as_deref() {
+        Some("testbed") => testbed().await,
+        Some("hammer") => hammer().await,
+        Some("hold") => hold().await,
+        _ => Err("usage: interop testbed | hammer ... | hold ... (see the file's docs)".into()),
+    };
+    if let Err(e) = result {
+        say(format!("ERROR {e}"));
+        std::process::exit(1);
+    }
+}

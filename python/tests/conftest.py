@@ -1,0 +1,87 @@
+"""The test bed of the Python suite: the same six-node cluster (3 masters, 3 replicas)
+as the Rust tests, started by the Rust side of the mixed tests (`examples/interop.rs
+testbed`) and removed at the end of the session. `CLUSTER_SERVER=valkey` runs it on
+Valkey 9.1; `CLUSTER_RWLOCK_URL=redis://host:port` uses a running cluster instead.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+import cluster_rwlock
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT = 300.0
+
+
+def _interop_binary() -> pathlib.Path:
+    """The Rust peer, built once (cargo reuses what `cargo test` built)."""
+    subprocess.run(
+        ["cargo", "build", "--quiet", "--example", "interop"],
+        cwd=ROOT, check=True,
+    )
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return target / "debug" / "examples" / "interop"
+
+
+@pytest.fixture(scope="session")
+def interop() -> pathlib.Path:
+    return _interop_binary()
+
+
+@pytest.fixture(scope="session")
+def seeds(interop):
+    """The seed URLs of the session's cluster."""
+    url = os.environ.get("CLUSTER_RWLOCK_URL")
+    if url:
+        yield [url]
+        return
+    proc = subprocess.Popen(
+        [str(interop), "testbed"], cwd=ROOT, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )
+    urls, lines = [], []
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    timer = threading.Timer(STARTUP_TIMEOUT, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("URL "):
+                urls.append(line.split()[1])
+            elif line.startswith("SERVER "):
+                print("test bed:", line.strip(), file=sys.stderr)
+            elif line.strip() == "READY" or line.startswith("ERROR"):
+                break
+    finally:
+        timer.cancel()
+    if not urls or time.monotonic() > deadline or lines[-1:] != ["READY"]:
+        proc.kill()
+        pytest.fail("the test bed did not start: " + " | ".join(lines[-5:]))
+    try:
+        yield urls
+    finally:
+        proc.stdin.close()  # the test bed removes the cluster
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def client(seeds):
+    c = cluster_rwlock.connect(seeds, client_name="pytest")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def name():
+    """A lock name of this test's own, with a hashtag for its keys."""
+    return "py-%s:{%s}" % (os.getpid(), uuid.uuid4().hex[:12])

@@ -1,0 +1,232 @@
+"""The Python API on its own: holds, fences, timeouts, errors, guarded calls, loss,
+upgrade and downgrade, Ctrl-C, and a guard dropped without a release."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import cluster_rwlock
+from cluster_rwlock import Condition
+
+
+def test_a_write_excludes_every_other_hold_and_fences_grow(client, name):
+    lock, other = client.rwlock(name), client.rwlock(name)
+    with lock.write(timeout=5) as w:
+        assert w.mode == "write" and w.is_held and not w.is_lost
+        assert other.try_write() is None
+        assert other.try_read() is None
+        assert lock.try_read() is None  # the same handle: a hold of its own, excluded
+        first = w.fence
+        state = lock.state()
+        assert state["mode"] == "write" and state["fence"] == first
+        assert [h["owner"].split(":")[0] for h in state["holders"]] == [lock.owner]
+    assert not w.is_held
+    with other.write(timeout=5) as w2:
+        assert w2.fence > first
+
+
+def test_readers_share_and_keep_writers_out(client, name):
+    a, b, writer = client.rwlock(name), client.rwlock(name), client.rwlock(name)
+    r1, r2 = a.read(timeout=5), b.read(timeout=5)
+    assert writer.try_write() is None
+    assert len(a.state()["holders"]) == 2
+    r1.release()
+    r2.release()
+    r2.release()  # a second release does nothing
+    w = writer.try_write()
+    assert w is not None
+    w.release()
+
+
+def test_a_timeout_is_typed_and_retryable(client, name):
+    holder, waiter = client.rwlock(name), client.rwlock(name)
+    with holder.write(timeout=5):
+        started = time.monotonic()
+        with pytest.raises(cluster_rwlock.Timeout) as caught:
+            waiter.write(timeout=0.3)
+        assert time.monotonic() - started >= 0.3
+    e = caught.value
+    assert e.is_retryable and isinstance(e, TimeoutError) and e.after == pytest.approx(0.3)
+    # the waiter's place was withdrawn: nobody waits any more
+    assert holder.state()["waiting_writers"] == []
+
+
+def test_bad_input_gets_a_typed_error(client, seeds):
+    for bad in ["", "a{b", "x" * 100_000]:
+        with pytest.raises(cluster_rwlock.InvalidName) as caught:
+            client.rwlock(bad)
+        assert isinstance(caught.value, ValueError) and not caught.value.is_retryable
+    with pytest.raises(cluster_rwlock.InvalidConfig):
+        cluster_rwlock.connect(seeds, lease=0.001)
+    with pytest.raises(cluster_rwlock.InvalidConfig):
+        cluster_rwlock.connect(seeds, durability="sometimes")
+    with pytest.raises(ValueError):
+        client.rwlock("ok:{x}").write(timeout=-1)
+    with pytest.raises(ValueError):
+        client.rwlock("ok:{x}").write(timeout=float("nan"))
+    with pytest.raises(cluster_rwlock.Unavailable) as caught:
+        cluster_rwlock.connect("redis://127.0.0.1:1", command_timeout=1)
+    assert caught.value.is_retryable
+
+
+def test_guarded_calls_run_only_under_the_hold(client, name):
+    tag = name[name.index("{"):]
+    lock = client.rwlock(name)
+    stock, orders = f"stock:{tag}", f"orders:{tag}"
+    with lock.write(timeout=5) as w:
+        assert w.guarded().hset(stock, "n", 2).set(f"status:{tag}", "open").run() == [1, b"OK"]
+        sell = lambda: (w.guarded()  # noqa: E731
+                        .when(Condition.field(stock, "n").gt(0))
+                        .hincr_by(stock, "n", -1)
+                        .rpush(orders, "order")
+                        .otherwise()
+                        .set(f"soldout:{tag}", 1)
+                        .commit())
+        assert [sell().succeeded for _ in range(3)] == [True, True, False]
+        last = sell()
+        assert last.failed_condition == 0 and last.replies == [b"OK"]
+        with pytest.raises(cluster_rwlock.ConditionFailed) as caught:
+            w.guarded().when(Condition.missing(stock)).set(stock, 1).run()
+        assert caught.value.index == 0
+        # a command that would fail fails the call before anything runs
+        with pytest.raises(cluster_rwlock.CommandFailed) as failed:
+            w.guarded().set(f"a:{tag}", "1").command("INCR", f"status:{tag}").run()
+        assert failed.value.nothing_ran and failed.value.index == 1
+        # refused before sending: a key of another slot, the lock's own key, arity
+        with pytest.raises(cluster_rwlock.InvalidCommand):
+            w.guarded().set("elsewhere:{other}", "x").run()
+        with pytest.raises(cluster_rwlock.InvalidCommand):
+            w.guarded().command("HSET", lock.key, "f", "v").run()
+        with pytest.raises(cluster_rwlock.InvalidCommand):
+            w.guarded().command("HINCRBY", stock, "n").run()
+        with pytest.raises(TypeError):
+            w.guarded().set(stock, 1.5)
+    with lock.read(timeout=5) as r:
+        assert r.guarded().hget(stock, "n").get(f"a:{tag}").command("LLEN", orders).run() == [b"0", None, 2]
+        with pytest.raises(cluster_rwlock.InvalidCommand):
+            r.guarded().set(f"a:{tag}", "x").run()  # writes need a write hold
+    with pytest.raises(ValueError):
+        r.guarded().get(stock).run()  # released
+
+
+def test_a_lost_hold_is_told_and_writes_nothing(client, name):
+    tag = name[name.index("{"):]
+    lock = client.rwlock(name, lease=0.6)
+    assert lock.lease == pytest.approx(0.6)
+    w = lock.write(timeout=5)
+    time.sleep(1.5)  # renewed meanwhile: still held
+    assert not w.is_lost and not w.lost.is_set()
+    assert client.force_release(name)["holds_removed"] == 1
+    assert w.lost.wait(2.0), "the holder was not told within 2 s"
+    assert w.is_lost
+    with pytest.raises(cluster_rwlock.LockLost):
+        w.guarded().set(f"late:{tag}", "x").run()
+    with pytest.raises(cluster_rwlock.LockLost):
+        w.release()
+    with client.rwlock(name).read(timeout=5) as r:
+        assert r.guarded().get(f"late:{tag}").run() == [None]
+        assert r.fence > w.fence
+
+
+def test_upgrade_and_downgrade_let_no_writer_in_between(client, name):
+    lock, other = client.rwlock(name), client.rwlock(name)
+    u = lock.upgradable_read(timeout=5)
+    assert other.try_upgradable_read() is None
+    r = other.read(timeout=5)  # readers share with an upgradable read
+    with pytest.raises(cluster_rwlock.Timeout):
+        u.upgrade(timeout=0.3)  # the reader is still in
+    assert u.is_held
+    r.release()
+    w = u.upgrade(timeout=5)
+    assert w.mode == "write" and not u.is_held and w.fence > u.fence
+    with pytest.raises(ValueError):
+        u.upgrade()  # spent
+    with pytest.raises(ValueError):
+        w.upgrade()  # only an upgradable read upgrades
+    back = w.downgrade()
+    assert back.mode == "read" and other.try_write() is None and other.try_read() is not None
+    back.release()
+
+
+def test_a_guard_dropped_without_release_is_released(client, name):
+    lock, other = client.rwlock(name), client.rwlock(name)
+    lock.write(timeout=5)  # not kept
+    gc.collect()
+    w = other.write(timeout=5)
+    w.release()
+
+
+def test_ctrl_c_stops_a_blocked_acquire_and_withdraws_its_place(client, name, seeds):
+    lock = client.rwlock(name)
+    child_code = textwrap.dedent(f"""
+        import sys, cluster_rwlock
+        client = cluster_rwlock.connect({seeds!r}, client_name="ctrlc")
+        lock = client.rwlock({name!r})
+        print("WAITING", flush=True)
+        try:
+            lock.write()
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+            client.close()
+            sys.exit(0)
+        print("GRANTED", flush=True)
+    """)
+    with lock.write(timeout=5):
+        child = subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "WAITING"
+        deadline = time.monotonic() + 10
+        while not lock.state()["waiting_writers"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lock.state()["waiting_writers"], "the child never queued"
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        assert child.stdout.readline().strip() == "INTERRUPTED"
+        assert time.monotonic() - sent < 1.0
+        assert child.wait(timeout=10) == 0
+        assert lock.state()["waiting_writers"] == []
+
+
+def test_the_asyncio_api(seeds, name):
+    import asyncio
+
+    async def main():
+        async with await cluster_rwlock.connect_async(seeds, client_name="pytest-async") as client:
+            inside, overlaps, fences = [0], [0], []
+
+            async def writer():
+                lock = client.rwlock(name)
+                for _ in range(5):
+                    async with lock.write(timeout=10) as w:
+                        inside[0] += 1
+                        overlaps[0] += inside[0] > 1
+                        fences.append(w.fence)
+                        await asyncio.sleep(0.005)
+                        inside[0] -= 1
+
+            await asyncio.gather(*(writer() for _ in range(4)))
+            assert overlaps[0] == 0 and fences == sorted(fences) and len(set(fences)) == 20
+
+            lock, other = client.rwlock(name), client.rwlock(name)
+            r = await lock.read()
+            assert isinstance(r.lost, asyncio.Event) and not r.lost.is_set()
+            assert await other.try_write() is None
+            # cancelling an acquire withdraws its place
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(other.write(), 0.3)
+            with pytest.raises(cluster_rwlock.Timeout):
+                await other.write(timeout=0.2)
+            tag = name[name.index("{"):]
+            assert await r.guarded().get(f"k:{tag}").run() == [None]
+            await r.release()
+            async with other.write(timeout=5) as w:
+                outcome = await w.guarded().when(Condition.missing(f"k:{tag}")).set(f"k:{tag}", "v").commit()
+                assert outcome.succeeded and outcome.replies == [b"OK"]
+                assert w.fence > r.fence
+
+    asyncio.run(main())

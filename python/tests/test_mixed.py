@@ -1,0 +1,167 @@
+"""Rust and Python holders of the same locks: they exclude each other, their fences
+grow across both, a Python waiter is woken by a Rust release, and a frozen Python holder
+loses to a Rust writer and is told. The Rust side is `examples/interop.rs`; both sides
+stamp their holds with the wall clock of this one machine (`time.time_ns()`)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import cluster_rwlock
+
+SECONDS = 5
+
+
+def rust(interop, seeds, *args):
+    return subprocess.Popen(
+        [str(interop), *args[:1], "--url", seeds[0], *args[1:]],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+    )
+
+
+def rust_holds(proc):
+    """The `HOLD` lines of a hammer as (mode, fence, start_ns, end_ns, "rust")."""
+    out, _ = proc.communicate(timeout=SECONDS + 60)
+    assert proc.returncode == 0, out[-500:]
+    holds = []
+    for line in out.splitlines():
+        if line.startswith("HOLD "):
+            _, mode, fence, start, end = line.split()
+            holds.append((mode, int(fence), int(start), int(end), "rust"))
+    return holds
+
+
+def python_hammer(lock, mode, holds, until, hold_s=0.005):
+    while time.monotonic() < until:
+        g = lock.write(timeout=10) if mode == "write" else lock.read(timeout=10)
+        start = time.time_ns()
+        time.sleep(hold_s)
+        end = time.time_ns()
+        g.release()
+        holds.append((mode, g.fence, start, end, "python"))
+        time.sleep(hold_s)
+
+
+def check(holds):
+    """No write overlaps another hold; a grant after a write has a higher fence."""
+    writes = [h for h in holds if h[0] == "write"]
+    for w in writes:
+        for h in holds:
+            if h is not w and h[2] < w[3] and w[2] < h[3]:
+                pytest.fail(f"{w} overlaps {h}")
+        later = [h for h in holds if h[2] >= w[3]]
+        assert all(h[1] > w[1] for h in later), f"a grant after {w} has a fence not above it"
+    by_start = sorted(writes, key=lambda h: h[2])
+    assert [h[1] for h in by_start] == sorted(h[1] for h in writes)
+
+
+def run_mixed(client, interop, seeds, name, rust_modes, python_modes):
+    procs = [rust(interop, seeds, "hammer", "--name", name, "--mode", m, "--seconds", str(SECONDS))
+             for m in rust_modes]
+    until = time.monotonic() + SECONDS
+    holds, threads = [], []
+    for m in python_modes:
+        t = threading.Thread(target=python_hammer, args=(client.rwlock(name), m, holds, until))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    for p in procs:
+        holds.extend(rust_holds(p))
+    check(holds)
+    return holds
+
+
+def test_a_rust_writer_and_python_readers_never_overlap(client, interop, seeds, name):
+    holds = run_mixed(client, interop, seeds, name, ["write"], ["read", "read", "read", "write"])
+    counts = {(h[4], h[0]): 0 for h in holds}
+    for h in holds:
+        counts[(h[4], h[0])] += 1
+    assert counts.get(("rust", "write"), 0) >= 10, counts
+    assert counts.get(("python", "read"), 0) >= 10, counts
+    assert counts.get(("python", "write"), 0) >= 5, counts
+
+
+def test_python_writers_and_rust_readers_never_overlap(client, interop, seeds, name):
+    holds = run_mixed(client, interop, seeds, name, ["read", "read"], ["write", "write"])
+    assert sum(1 for h in holds if h[4] == "rust") >= 10
+    assert sum(1 for h in holds if h[4] == "python") >= 10
+
+
+def test_a_python_waiter_is_woken_by_a_rust_release(seeds, interop, name):
+    # a waiter that is not woken looks again only after 5 s
+    with cluster_rwlock.connect(seeds, retry_interval=5.0) as client:
+        holder = rust(interop, seeds, "hold", "--name", name, "--mode", "write", "--for-ms", "1500")
+        granted = holder.stdout.readline().split()
+        assert granted[0] == "GRANTED", granted
+        w = client.rwlock(name).write(timeout=10)
+        got = time.time_ns()
+        lines = holder.communicate(timeout=30)[0].split("\n")
+        releasing = int(next(line for line in lines if line.startswith("RELEASING")).split()[1])
+        assert got > releasing
+        assert (got - releasing) / 1e9 < 0.5, f"woken {(got - releasing) / 1e9:.3f} s after the release"
+        assert w.fence > int(granted[1])
+        w.release()
+
+
+FROZEN_HOLDER = textwrap.dedent("""
+    import sys, time, cluster_rwlock
+    seeds, name = sys.argv[1], sys.argv[2]
+    client = cluster_rwlock.connect([seeds], lease=1.0, client_name="frozen")
+    w = client.rwlock(name).write(timeout=10)
+    print("GRANTED", w.fence, flush=True)
+    sys.stdin.readline()  # frozen here by the test, then told to look
+    told = w.lost.wait(1.0)
+    print("LOST", told, w.is_lost, flush=True)
+    tag = name[name.index("{"):]
+    try:
+        w.guarded().set("late:" + tag, "x").run()
+        print("GUARDED written", flush=True)
+    except cluster_rwlock.LockLost:
+        print("GUARDED LockLost", flush=True)
+    try:
+        w.release()
+        print("RELEASE ok", flush=True)
+    except cluster_rwlock.LockLost:
+        print("RELEASE LockLost", flush=True)
+""")
+
+
+def test_a_frozen_python_holder_loses_to_a_rust_writer_and_is_told(client, interop, seeds, name):
+    child = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_HOLDER, seeds[0], name],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        first = child.stdout.readline().split()
+        assert first[0] == "GRANTED", first
+        child_fence = int(first[1])
+        os.kill(child.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        writer = rust(interop, seeds, "hold", "--name", name, "--mode", "write", "--for-ms", "100")
+        granted = writer.stdout.readline().split()
+        waited = time.monotonic() - frozen_at
+        assert granted[0] == "GRANTED", granted
+        assert int(granted[1]) > child_fence
+        assert waited < 6.0, f"the Rust writer waited {waited:.1f} s for a 1 s lease"
+        assert writer.wait(timeout=30) == 0
+        os.kill(child.pid, signal.SIGCONT)
+        child.stdin.write("look\n")
+        child.stdin.flush()
+        out = child.communicate(timeout=30)[0].split("\n")
+        assert out[0] == "LOST True True", out
+        assert out[1] == "GUARDED LockLost", out
+        assert out[2] == "RELEASE LockLost", out
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+    tag = name[name.index("{"):]
+    with client.rwlock(name).read(timeout=5) as r:
+        assert r.guarded().get("late:" + tag).run() == [None]
