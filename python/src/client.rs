@@ -38,8 +38,17 @@ pub(crate) fn connect(
     tls_ca_pem: Option<Vec<u8>>,
 ) -> PyResult<NativeClient> {
     let c = config(Options {
-        urls, lease, client_name, prefix, durability, confirm_timeout, clock_margin,
-        retry_interval, command_timeout, notifications, tls_ca_pem,
+        urls,
+        lease,
+        client_name,
+        prefix,
+        durability,
+        confirm_timeout,
+        clock_margin,
+        retry_interval,
+        command_timeout,
+        notifications,
+        tls_ca_pem,
     })?;
     let client = wait(py, LockClient::connect(c))?;
     Ok(NativeClient { client })
@@ -64,11 +73,22 @@ pub(crate) fn connect_async(
     tls_ca_pem: Option<Vec<u8>>,
 ) -> PyResult<Bound<'_, PyAny>> {
     let c = config(Options {
-        urls, lease, client_name, prefix, durability, confirm_timeout, clock_margin,
-        retry_interval, command_timeout, notifications, tls_ca_pem,
+        urls,
+        lease,
+        client_name,
+        prefix,
+        durability,
+        confirm_timeout,
+        clock_margin,
+        retry_interval,
+        command_timeout,
+        notifications,
+        tls_ca_pem,
     })?;
     awaitable(py, async move {
-        Ok(NativeClient { client: LockClient::connect(c).await? })
+        Ok(NativeClient {
+            client: LockClient::connect(c).await?,
+        })
     })
 }
 
@@ -76,7 +96,10 @@ pub(crate) fn connect_async(
 impl NativeClient {
     /// The lock `name` (checked: a bad name raises `InvalidName`), a handle of its own.
     fn rwlock(&self, py: Python<'_>, name: &str) -> PyResult<NativeLock> {
-        let lock = self.client.rwlock(name).map_err(|e| crate::errors::to_py(py, e))?;
+        let lock = self
+            .client
+            .rwlock(name)
+            .map_err(|e| crate::errors::to_py(py, e))?;
         Ok(NativeLock { lock })
     }
 
@@ -95,7 +118,12 @@ impl NativeClient {
     /// Breaks the lock `name` (every hold, or those of `owner`), blocking; returns
     /// `(holds_removed, fence)`.
     #[pyo3(signature = (name, owner=None))]
-    fn force_release(&self, py: Python<'_>, name: String, owner: Option<String>) -> PyResult<(u64, Option<u64>)> {
+    fn force_release(
+        &self,
+        py: Python<'_>,
+        name: String,
+        owner: Option<String>,
+    ) -> PyResult<(u64, Option<u64>)> {
         let client = self.client.clone();
         wait(py, async move {
             let r = client.force_release(&name, owner.as_deref()).await?;
@@ -156,14 +184,26 @@ impl NativeLock {
     /// Acquires in `mode`, blocking: waits for at most `timeout` seconds (`None`: until
     /// granted), or not at all when `blocking` is false (then `None` when taken).
     #[pyo3(signature = (mode, blocking=true, timeout=None))]
-    fn acquire(&self, py: Python<'_>, mode: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Option<NativeGuard>> {
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        mode: &str,
+        blocking: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<NativeGuard>> {
         let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
         wait(py, acquire(self.lock.clone(), mode, blocking, timeout))
     }
 
     /// As `acquire`, as an awaitable.
     #[pyo3(signature = (mode, blocking=true, timeout=None))]
-    fn acquire_async<'py>(&self, py: Python<'py>, mode: &str, blocking: bool, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        mode: &str,
+        blocking: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
         awaitable(py, acquire(self.lock.clone(), mode, blocking, timeout))
     }
@@ -172,7 +212,10 @@ impl NativeLock {
     /// new handle.
     fn with_lease(&self, py: Python<'_>, lease: f64) -> PyResult<NativeLock> {
         let lease = seconds("lease", Some(lease))?.unwrap_or_default();
-        let lock = self.lock.with_lease(lease).map_err(|e| crate::errors::to_py(py, e))?;
+        let lock = self
+            .lock
+            .with_lease(lease)
+            .map_err(|e| crate::errors::to_py(py, e))?;
         Ok(NativeLock { lock })
     }
 

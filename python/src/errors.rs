@@ -16,7 +16,9 @@ fn class_of(e: &Error) -> &'static str {
         Error::NotReplicated { .. } | Error::WriteNotReplicated { .. } => "NotReplicated",
         Error::InvalidName(_) => "InvalidName",
         Error::InvalidConfig(_) | Error::InvalidOwner(_) => "InvalidConfig",
-        Error::InvalidCommand(_) | Error::WrongSlot { .. } | Error::LockKey { .. } => "InvalidCommand",
+        Error::InvalidCommand(_) | Error::WrongSlot { .. } | Error::LockKey { .. } => {
+            "InvalidCommand"
+        }
         Error::ConditionFailed { .. } => "ConditionFailed",
         Error::CommandFailed { .. } => "CommandFailed",
         Error::Closed => "Closed",
@@ -39,7 +41,12 @@ fn details<'py>(py: Python<'py>, e: &Error) -> PyResult<Bound<'py, PyDict>> {
             d.set_item("written", matches!(e, Error::WriteNotReplicated { .. }))?;
         }
         Error::ConditionFailed { index } => d.set_item("index", index)?,
-        Error::CommandFailed { index, command, message, nothing_ran } => {
+        Error::CommandFailed {
+            index,
+            command,
+            message,
+            nothing_ran,
+        } => {
             d.set_item("index", index)?;
             d.set_item("command", command)?;
             d.set_item("reply", message)?;

@@ -62,10 +62,15 @@ impl NativeGuard {
     /// A `ValueError` unless this guard still holds and is in `mode`.
     fn check(&self, mode: Mode, what: &str) -> PyResult<()> {
         if !self.is_held() {
-            return Err(PyValueError::new_err("this guard was released (or upgraded, or downgraded)"));
+            return Err(PyValueError::new_err(
+                "this guard was released (or upgraded, or downgraded)",
+            ));
         }
         if self.mode != mode {
-            return Err(PyValueError::new_err(format!("only {what}; this guard is {}", self.mode.as_str())));
+            return Err(PyValueError::new_err(format!(
+                "only {what}; this guard is {}",
+                self.mode.as_str()
+            )));
         }
         Ok(())
     }
@@ -90,7 +95,12 @@ pub(crate) enum ConditionOperand {
 }
 
 /// The condition `(key, field, op, operand)` describes.
-fn condition(key: Vec<u8>, field: Option<Vec<u8>>, op: &str, operand: Option<ConditionOperand>) -> PyResult<Condition> {
+fn condition(
+    key: Vec<u8>,
+    field: Option<Vec<u8>>,
+    op: &str,
+    operand: Option<ConditionOperand>,
+) -> PyResult<Condition> {
     use ConditionOperand::{Bytes, Integer};
     let compare = || match &field {
         Some(f) => Condition::field(&key, f),
@@ -107,13 +117,22 @@ fn condition(key: Vec<u8>, field: Option<Vec<u8>>, op: &str, operand: Option<Con
         ("le", Some(Integer(n))) => compare().le(n),
         ("gt", Some(Integer(n))) => compare().gt(n),
         ("ge", Some(Integer(n))) => compare().ge(n),
-        (op, _) => return Err(PyValueError::new_err(format!("not a condition: {op} with that operand"))),
+        (op, _) => {
+            return Err(PyValueError::new_err(format!(
+                "not a condition: {op} with that operand"
+            )))
+        }
     })
 }
 
 /// The batch of `then` and, when given, `otherwise` (the branch run when a condition
 /// fails), checked before anything is sent.
-fn batch(py: Python<'_>, lock: &RwLock, then: Vec<Step>, otherwise: Option<Vec<Step>>) -> PyResult<Batch> {
+fn batch(
+    py: Python<'_>,
+    lock: &RwLock,
+    then: Vec<Step>,
+    otherwise: Option<Vec<Step>>,
+) -> PyResult<Batch> {
     let mut b = add_steps(Batch::new(lock), then)?;
     if let Some(steps) = otherwise {
         b = add_steps(b.otherwise(), steps)?;
@@ -125,7 +144,9 @@ fn batch(py: Python<'_>, lock: &RwLock, then: Vec<Step>, otherwise: Option<Vec<S
 fn add_steps(mut b: Batch, steps: Vec<Step>) -> PyResult<Batch> {
     for step in steps {
         b = match step {
-            Step::Condition(key, field, op, operand) => b.when(condition(key, field, &op, operand)?),
+            Step::Condition(key, field, op, operand) => {
+                b.when(condition(key, field, &op, operand)?)
+            }
             Step::Command(name, args) => b.command(&name, args),
         };
     }
@@ -167,7 +188,11 @@ impl<'py> IntoPyObject<'py> for Ran {
     type Output = Bound<'py, Self::Target>;
     type Error = PyErr;
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let replies = self.replies.iter().map(|r| reply_to_py(py, r)).collect::<PyResult<Vec<_>>>()?;
+        let replies = self
+            .replies
+            .iter()
+            .map(|r| reply_to_py(py, r))
+            .collect::<PyResult<Vec<_>>>()?;
         (self.succeeded, self.failed_condition, replies).into_pyobject(py)
     }
 }
@@ -181,26 +206,41 @@ async fn run_guarded(held: Held, batch: Batch, commit: bool) -> cluster_rwlock::
     };
     if commit {
         let o = batch.commit(guard).await?;
-        Ok(Ran { succeeded: o.succeeded, failed_condition: o.failed_condition, replies: o.replies })
+        Ok(Ran {
+            succeeded: o.succeeded,
+            failed_condition: o.failed_condition,
+            replies: o.replies,
+        })
     } else {
         let replies = batch.run(guard).await?;
-        Ok(Ran { succeeded: true, failed_condition: None, replies })
+        Ok(Ran {
+            succeeded: true,
+            failed_condition: None,
+            replies,
+        })
     }
 }
 
 /// Upgrades (`to == Write`, within `timeout`) or downgrades (`to == Read`) the guard in
 /// `held`; a timed-out upgrade keeps the upgradable hold in place, and its watchers.
-async fn change(held: Held, watchers: Watchers, to: Mode, timeout: Option<Duration>) -> cluster_rwlock::Result<AnyGuard> {
+async fn change(
+    held: Held,
+    watchers: Watchers,
+    to: Mode,
+    timeout: Option<Duration>,
+) -> cluster_rwlock::Result<AnyGuard> {
     let mut slot = held.write_owned().await;
     let changed: AnyGuard = match (slot.take(), to, timeout) {
         (Some(AnyGuard::Upgradable(u)), Mode::Write, None) => u.upgrade().await?.into(),
-        (Some(AnyGuard::Upgradable(u)), Mode::Write, Some(t)) => match u.upgrade_timeout(t).await? {
-            Ok(w) => w.into(),
-            Err(kept) => {
-                *slot = Some(kept.into());
-                return Err(Error::Timeout(t));
+        (Some(AnyGuard::Upgradable(u)), Mode::Write, Some(t)) => {
+            match u.upgrade_timeout(t).await? {
+                Ok(w) => w.into(),
+                Err(kept) => {
+                    *slot = Some(kept.into());
+                    return Err(Error::Timeout(t));
+                }
             }
-        },
+        }
         (Some(AnyGuard::Write(w)), Mode::Read, _) => w.downgrade().await?.into(),
         // (checked before: a guard of another mode never gets here; a released one may)
         (other, _, _) => {
@@ -256,7 +296,10 @@ impl NativeGuard {
                 }
             });
         });
-        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).push(task.abort_handle());
+        self.watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task.abort_handle());
     }
 
     /// Releases the hold, blocking; a second release does nothing. Raises `LockLost` when
@@ -286,7 +329,13 @@ impl NativeGuard {
     /// are lists of steps; returns `(succeeded, failed_condition, replies)`. With
     /// `commit` false, a failed condition raises `ConditionFailed`.
     #[pyo3(signature = (then, otherwise=None, commit=false))]
-    fn guarded(&self, py: Python<'_>, then: Vec<Step>, otherwise: Option<Vec<Step>>, commit: bool) -> PyResult<Py<PyAny>> {
+    fn guarded(
+        &self,
+        py: Python<'_>,
+        then: Vec<Step>,
+        otherwise: Option<Vec<Step>>,
+        commit: bool,
+    ) -> PyResult<Py<PyAny>> {
         self.check(self.mode, "")?;
         let b = batch(py, &self.lock, then, otherwise)?;
         let ran = wait(py, run_guarded(self.held.clone(), b, commit))?;
@@ -295,7 +344,13 @@ impl NativeGuard {
 
     /// As `guarded`, as an awaitable.
     #[pyo3(signature = (then, otherwise=None, commit=false))]
-    fn guarded_async<'py>(&self, py: Python<'py>, then: Vec<Step>, otherwise: Option<Vec<Step>>, commit: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn guarded_async<'py>(
+        &self,
+        py: Python<'py>,
+        then: Vec<Step>,
+        otherwise: Option<Vec<Step>>,
+        commit: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.check(self.mode, "")?;
         let b = batch(py, &self.lock, then, otherwise)?;
         awaitable(py, run_guarded(self.held.clone(), b, commit))
@@ -315,12 +370,21 @@ impl NativeGuard {
 
     /// As `upgrade`, as an awaitable.
     #[pyo3(signature = (timeout=None))]
-    fn upgrade_async<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+    fn upgrade_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.check(Mode::Upgradable, "an upgradable read guard upgrades")?;
         let t = seconds("timeout", timeout)?;
         let (held, lock) = (self.held.clone(), self.lock.clone());
         let watchers = self.watchers.clone();
-        awaitable(py, async move { Ok(NativeGuard::new(change(held, watchers, Mode::Write, t).await?, lock)) })
+        awaitable(py, async move {
+            Ok(NativeGuard::new(
+                change(held, watchers, Mode::Write, t).await?,
+                lock,
+            ))
+        })
     }
 
     /// Downgrades a write hold to read, blocking, with no writer in between; returns the
@@ -337,6 +401,11 @@ impl NativeGuard {
         self.check(Mode::Write, "a write guard downgrades")?;
         let (held, lock) = (self.held.clone(), self.lock.clone());
         let watchers = self.watchers.clone();
-        awaitable(py, async move { Ok(NativeGuard::new(change(held, watchers, Mode::Read, None).await?, lock)) })
+        awaitable(py, async move {
+            Ok(NativeGuard::new(
+                change(held, watchers, Mode::Read, None).await?,
+                lock,
+            ))
+        })
     }
 }

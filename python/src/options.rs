@@ -39,7 +39,8 @@ pub(crate) fn config(o: Options) -> PyResult<LockConfig> {
     let invalid = |m: String| crate::errors::invalid_config(m);
     let mut c = match o.urls.as_slice() {
         [] => return Err(invalid("connect() needs at least one URL".into())),
-        [one] => LockConfig::from_url(one).map_err(|e| Python::attach(|py| crate::errors::to_py(py, e)))?,
+        [one] => LockConfig::from_url(one)
+            .map_err(|e| Python::attach(|py| crate::errors::to_py(py, e)))?,
         many => LockConfig::cluster(many.iter().cloned()),
     };
     if let Some(l) = seconds("lease", o.lease)? {
@@ -51,12 +52,16 @@ pub(crate) fn config(o: Options) -> PyResult<LockConfig> {
     if let Some(p) = o.prefix {
         c = c.prefix(p);
     }
-    let confirm = seconds("confirm_timeout", o.confirm_timeout)?.unwrap_or(Duration::from_millis(500));
+    let confirm =
+        seconds("confirm_timeout", o.confirm_timeout)?.unwrap_or(Duration::from_millis(500));
     c = c.durability(match o.durability {
         None => Durability::AllReplicas { timeout: confirm },
         Some(DurabilityArg::Word(w)) if w == "all" => Durability::AllReplicas { timeout: confirm },
         Some(DurabilityArg::Word(w)) if w == "master" => Durability::MasterOnly,
-        Some(DurabilityArg::Replicas(replicas)) => Durability::AtLeast { replicas, timeout: confirm },
+        Some(DurabilityArg::Replicas(replicas)) => Durability::AtLeast {
+            replicas,
+            timeout: confirm,
+        },
         Some(DurabilityArg::Word(w)) => {
             return Err(invalid(format!(
                 "durability is \"all\", \"master\" or a number of replicas; got {w:?}"

@@ -35,7 +35,11 @@ where
         });
         match ended {
             Ok(Ok(result)) => return result.map_err(|e| to_py(py, e)),
-            Ok(Err(join)) => return Err(PyRuntimeError::new_err(format!("the lock's task failed: {join}"))),
+            Ok(Err(join)) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "the lock's task failed: {join}"
+                )))
+            }
             Err(_still_running) => {
                 if let Err(signal) = py.check_signals() {
                     handle.abort();

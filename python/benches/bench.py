@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The Python package beside python-redis-lock, in one run, on one cluster.
+
+    python3 python/benches/bench.py                 # starts the test bed's cluster
+    python3 python/benches/bench.py --url redis://127.0.0.1:7000 --seconds 5
+
+B1, uncontended cycles (acquire + release of a free lock) per second: one thread, then
+8 threads on 8 locks; cluster_rwlock with the default confirmation (`durability="all"`:
+WAIT for the replicas) and with `durability="master"`, python-redis-lock (a mutex on one
+node, no confirmation, no renewal unless asked) on the master of its key's slot.
+B2, hand-off: a holder holds, a waiter on another client (and thread) blocks in
+acquire; 5 ms later the holder releases; the time from the release call to the waiter's
+return (p50 and p99, ms). Prints a Markdown table and one JSON line per figure.
+python-redis-lock's rows need `pip install python-redis-lock`.
+"""
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import cluster_rwlock
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+THREADS = 8
+
+
+def pct(values, p):
+    values = sorted(values)
+    rank = max(1, -(-len(values) * p // 100))
+    return values[min(rank, len(values)) - 1]
+
+
+def cycles_per_second(make_cycle, threads, seconds):
+    """Cycles per second of `threads` threads, each running its own `make_cycle()`."""
+    counts = [0] * threads
+    stop = time.monotonic() + seconds
+    cycles = [make_cycle(i) for i in range(threads)]
+
+    def loop(i):
+        cycle, n = cycles[i], 0
+        while time.monotonic() < stop:
+            cycle()
+            n += 1
+        counts[i] = n
+
+    started = time.monotonic()
+    ts = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(counts) / (time.monotonic() - started)
+
+
+def handoffs(acquire_a, acquire_b, count):
+    """B2: the release-to-grant latencies (ms) of `count` hand-offs between two holders;
+    `acquire_x()` returns a release function."""
+    holders = [acquire_a, acquire_b]
+    release = holders[0]()
+    who, latencies = 0, []
+    for _ in range(count):
+        waiter = 1 - who
+        got = []
+        t = threading.Thread(target=lambda: got.append((holders[waiter](), time.perf_counter())))
+        t.start()
+        time.sleep(0.005)
+        t0 = time.perf_counter()
+        release()
+        t.join()
+        release, at = got[0]
+        latencies.append((at - t0) * 1000.0)
+        who = waiter
+    release()
+    return latencies
+
+
+def ours(seeds, seconds, count, durability):
+    tag = uuid.uuid4().hex[:8]
+    clients = [cluster_rwlock.connect(seeds, durability=durability, client_name=f"bench-{i}") for i in range(2)]
+    try:
+        def make(i):
+            lock = clients[0].rwlock(f"b1-{tag}-{i}")
+            return lambda: lock.write().release()
+
+        one = cycles_per_second(make, 1, seconds)
+        many = cycles_per_second(make, THREADS, seconds)
+        locks = [c.rwlock(f"b2-{tag}") for c in clients]
+        lat = handoffs(*[(lambda lock=lock: lock.write().release) for lock in locks], count)
+        return one, many, lat
+    finally:
+        for c in clients:
+            c.close()
+
+
+def python_redis_lock(seeds, seconds, count):
+    try:
+        import redis
+        import redis_lock
+    except ImportError:
+        return None
+    host, port = seeds[0].split("//", 1)[1].rsplit(":", 1)
+    tag = uuid.uuid4().hex[:8]
+    cluster = redis.cluster.RedisCluster(host=host, port=int(port))
+
+    def master_of(name):
+        # python-redis-lock is not cluster-aware: talk to the master of the key's slot
+        node = cluster.get_node_from_key(f"lock:{name}")
+        return redis.Redis(host=node.host, port=node.port)
+
+    def make(i):
+        name = f"{{b1-{tag}-{i}}}"
+        lock = redis_lock.Lock(master_of(name), name, expire=30)
+        return lambda: (lock.acquire(), lock.release())
+
+    one = cycles_per_second(make, 1, seconds)
+    many = cycles_per_second(make, THREADS, seconds)
+    name = f"{{b2-{tag}}}"
+    locks = [redis_lock.Lock(master_of(name), name, expire=30) for _ in range(2)]
+
+    def acquirer(lock):
+        def acquire():
+            lock.acquire()
+            return lock.release
+        return acquire
+
+    lat = handoffs(acquirer(locks[0]), acquirer(locks[1]), count)
+    cluster.close()
+    return one, many, lat
+
+
+def start_testbed():
+    subprocess.run(["cargo", "build", "--quiet", "--example", "interop"], cwd=ROOT, check=True)
+    proc = subprocess.Popen(
+        [str(ROOT / "target" / "debug" / "examples" / "interop"), "testbed"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    urls = []
+    for line in proc.stdout:
+        if line.startswith("URL "):
+            urls.append(line.split()[1])
+        if line.strip() == "READY" or line.startswith("ERROR"):
+            break
+    if not urls:
+        proc.kill()
+        sys.exit("the test bed did not start")
+    return proc, urls
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", help="a node of a running cluster (default: start the test bed's)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="per B1 figure")
+    ap.add_argument("--handoffs", type=int, default=200)
+    args = ap.parse_args()
+    testbed, seeds = (None, [args.url]) if args.url else start_testbed()
+    try:
+        rows = [
+            ("cluster_rwlock (Python), default", ours(seeds, args.seconds, args.handoffs, "all")),
+            ("cluster_rwlock (Python), durability=\"master\"", ours(seeds, args.seconds, args.handoffs, "master")),
+            ("python-redis-lock 4", python_redis_lock(seeds, args.seconds, args.handoffs)),
+        ]
+    finally:
+        if testbed:
+            testbed.stdin.close()
+            testbed.wait(timeout=120)
+    print(f"\n| lock | B1 cycles/s, 1 thread | B1 cycles/s, {THREADS} threads | B2 hand-off p50 ms | p99 ms |")
+    print("|---|---|---|---|---|")
+    for who, r in rows:
+        if r is None:
+            print(f"| {who} | not measured (`pip install python-redis-lock`) | | | |")
+            continue
+        one, many, lat = r
+        p50, p99 = pct(lat, 50), pct(lat, 99)
+        print(f"| {who} | {one:,.0f} | {many:,.0f} | {p50:.2f} | {p99:.2f} |")
+        print(json.dumps({"bench": "python", "who": who, "b1_one": round(one), "b1_many": round(many),
+                          "b2_p50_ms": round(p50, 3), "b2_p99_ms": round(p99, 3)}))
+
+
+if __name__ == "__main__":
+    main()
