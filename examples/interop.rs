@@ -82,7 +82,11 @@ async fn hammer() -> Result<(), BoxError> {
         let start = now_ns();
         tokio::time::sleep(hold).await;
         let end = now_ns();
-        say(format!("HOLD {} {} {start} {end}", mode.as_str(), guard.fence()));
+        say(format!(
+            "HOLD {} {} {start} {end}",
+            mode.as_str(),
+            guard.fence()
+        ));
         guard.release().await?;
         grants += 1;
         tokio::time::sleep(hold).await; // let the others in

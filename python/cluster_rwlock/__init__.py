@@ -154,7 +154,7 @@ async def connect_async(
 
 
 class _ClientBase:
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: _native.NativeClient) -> None:
         self._native = native
 
     @property
@@ -210,7 +210,8 @@ class AsyncClient(_ClientBase):
 
     async def close(self) -> int:
         """As :meth:`Client.close`."""
-        return await self._native.close_async()
+        unsent: int = await self._native.close_async()
+        return unsent
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -220,7 +221,7 @@ class AsyncClient(_ClientBase):
 
 
 class _LockBase:
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: _native.NativeLock) -> None:
         self._native = native
 
     @property
@@ -256,10 +257,17 @@ class _LockBase:
         """Who holds and who waits, read from the server (blocking): ``mode``, ``fence``,
         ``holders`` (each ``owner``, ``mode``, ``holds``, ``lease_left``,
         ``renewed_ago``, ``overdue``), ``waiting_writers``, ``waiting_readers``."""
-        return self._native.state()
+        state: Dict[str, Any] = self._native.state()
+        return state
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def _granted(native: Optional[_native.NativeGuard]) -> _native.NativeGuard:
+    # (a blocking acquire returns a guard or raises)
+    assert native is not None
+    return native
 
 
 class RwLock(_LockBase):
@@ -272,28 +280,31 @@ class RwLock(_LockBase):
 
     def read(self, timeout: Optional[float] = None) -> "Guard":
         """A read hold: shared with other readers."""
-        return Guard(self._native.acquire("read", True, timeout), self)
+        return Guard(_granted(self._native.acquire("read", True, timeout)), self)
 
     def write(self, timeout: Optional[float] = None) -> "Guard":
         """A write hold: excludes every other hold."""
-        return Guard(self._native.acquire("write", True, timeout), self)
+        return Guard(_granted(self._native.acquire("write", True, timeout)), self)
 
     def upgradable_read(self, timeout: Optional[float] = None) -> "Guard":
         """An upgradable read: shared with readers, exclusive among upgradable readers
         and writers; :meth:`Guard.upgrade` makes it write with no writer in between."""
-        return Guard(self._native.acquire("upgradable", True, timeout), self)
+        return Guard(_granted(self._native.acquire("upgradable", True, timeout)), self)
 
     def try_read(self) -> Optional["Guard"]:
         """A read hold if granted at once, else ``None``."""
-        return _maybe(Guard, self._native.acquire("read", False, None), self)
+        native = self._native.acquire("read", False, None)
+        return None if native is None else Guard(native, self)
 
     def try_write(self) -> Optional["Guard"]:
         """A write hold if granted at once, else ``None``."""
-        return _maybe(Guard, self._native.acquire("write", False, None), self)
+        native = self._native.acquire("write", False, None)
+        return None if native is None else Guard(native, self)
 
     def try_upgradable_read(self) -> Optional["Guard"]:
         """An upgradable read hold if granted at once, else ``None``."""
-        return _maybe(Guard, self._native.acquire("upgradable", False, None), self)
+        native = self._native.acquire("upgradable", False, None)
+        return None if native is None else Guard(native, self)
 
     def with_lease(self, lease: float) -> "RwLock":
         """The same lock, with its own lease (seconds) for holds taken through the new
@@ -344,27 +355,26 @@ class AsyncRwLock(_LockBase):
 
     async def try_read(self) -> Optional["AsyncGuard"]:
         """A read hold if granted at once, else ``None``."""
-        return _maybe(AsyncGuard, await self._native.acquire_async("read", False, None), self)
+        native = await self._native.acquire_async("read", False, None)
+        return None if native is None else AsyncGuard(native, self)
 
     async def try_write(self) -> Optional["AsyncGuard"]:
         """A write hold if granted at once, else ``None``."""
-        return _maybe(AsyncGuard, await self._native.acquire_async("write", False, None), self)
+        native = await self._native.acquire_async("write", False, None)
+        return None if native is None else AsyncGuard(native, self)
 
     async def try_upgradable_read(self) -> Optional["AsyncGuard"]:
         """An upgradable read hold if granted at once, else ``None``."""
-        return _maybe(AsyncGuard, await self._native.acquire_async("upgradable", False, None), self)
+        native = await self._native.acquire_async("upgradable", False, None)
+        return None if native is None else AsyncGuard(native, self)
 
     def with_lease(self, lease: float) -> "AsyncRwLock":
         """As :meth:`RwLock.with_lease`."""
         return AsyncRwLock(self._native.with_lease(lease))
 
 
-def _maybe(cls: Any, native: Any, lock: Any) -> Any:
-    return None if native is None else cls(native, lock)
-
-
 class _GuardBase:
-    def __init__(self, native: Any, lock: Any) -> None:
+    def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         self._native = native
         self._lock = lock
 
@@ -413,7 +423,7 @@ class Guard(_GuardBase):
     may have been lost. A guard collected without a release is released in the
     background."""
 
-    def __init__(self, native: Any, lock: Any) -> None:
+    def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         super().__init__(native, lock)
         self.lost = threading.Event()
         native.on_lost(self.lost.set)
@@ -456,7 +466,7 @@ class AsyncGuard(_GuardBase):
     """A hold for asyncio: as :class:`Guard`, with awaitable methods, and ``lost`` an
     ``asyncio.Event`` of the loop that acquired it."""
 
-    def __init__(self, native: Any, lock: Any) -> None:
+    def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         super().__init__(native, lock)
         self.lost = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -478,7 +488,7 @@ class AsyncGuard(_GuardBase):
         """A guarded call under this hold; ``run()`` and ``commit()`` are awaitables."""
         native = self._native
 
-        async def runner(then: list, other: Optional[list], commit: bool) -> Any:
+        async def runner(then: List[Any], other: Optional[List[Any]], commit: bool) -> Any:
             return _outcome(await native.guarded_async(then, other, commit), commit)
 
         return Guarded(runner)

@@ -153,7 +153,7 @@ class Guarded(Generic[R]):
     :meth:`run` or :meth:`commit`. Made by a guard's ``guarded()``; with an
     :class:`AsyncGuard`, ``run()`` and ``commit()`` are awaitables."""
 
-    def __init__(self, runner: Callable[[list, Optional[list], bool], Any]) -> None:
+    def __init__(self, runner: Callable[[List[Any], Optional[List[Any]], bool], R]) -> None:
         self._runner = runner
         self._then: List[Tuple[Any, ...]] = []
         self._otherwise: Optional[List[Tuple[Any, ...]]] = None

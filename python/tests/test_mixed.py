@@ -165,3 +165,11 @@ def test_a_frozen_python_holder_loses_to_a_rust_writer_and_is_told(client, inter
     tag = name[name.index("{"):]
     with client.rwlock(name).read(timeout=5) as r:
         assert r.guarded().get("late:" + tag).run() == [None]
+
+
+def test_the_overlap_check_finds_what_it_is_for():
+    check([("write", 1, 0, 10, "rust"), ("read", 2, 20, 30, "python"), ("read", 2, 25, 35, "rust")])
+    with pytest.raises(pytest.fail.Exception):
+        check([("write", 1, 0, 10, "rust"), ("read", 2, 5, 15, "python")])
+    with pytest.raises(AssertionError):
+        check([("write", 5, 0, 10, "rust"), ("read", 3, 20, 30, "python")])
