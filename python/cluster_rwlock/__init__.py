@@ -35,7 +35,9 @@ given up withdraws its place). Create clients after ``os.fork()``, not before.
 """
 
 import asyncio
+import atexit
 import threading
+import weakref
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _native
@@ -88,6 +90,26 @@ __all__ = [
 ]
 
 Urls = Union[str, Iterable[str]]
+
+# What is still held and still connected when the interpreter exits: released and closed
+# then, so that a process that ends without releasing does not leave its holds on the
+# server until their leases run out.
+_held: "weakref.WeakSet[_GuardBase]" = weakref.WeakSet()
+_connected: "weakref.WeakSet[_ClientBase]" = weakref.WeakSet()
+
+
+@atexit.register
+def _give_back_at_exit() -> None:
+    for guard in list(_held):
+        try:
+            guard._native.release()
+        except Exception:
+            pass  # lost, or the server is gone: the lease ends it
+    for client in list(_connected):
+        try:
+            client._native.close()
+        except Exception:
+            pass
 
 
 def _urls(urls: Urls) -> List[str]:
@@ -156,6 +178,7 @@ async def connect_async(
 class _ClientBase:
     def __init__(self, native: _native.NativeClient) -> None:
         self._native = native
+        _connected.add(self)
 
     @property
     def client_name(self) -> str:
@@ -377,6 +400,7 @@ class _GuardBase:
     def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         self._native = native
         self._lock = lock
+        _held.add(self)
 
     @property
     def fence(self) -> int:

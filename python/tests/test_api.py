@@ -230,3 +230,23 @@ def test_the_asyncio_api(seeds, name):
                 assert w.fence > r.fence
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("ending", ["return", "raise", "sys.exit(3)"])
+def test_a_process_that_exits_holding_gives_its_holds_back(client, name, seeds, ending):
+    child_code = textwrap.dedent(f"""
+        import sys, cluster_rwlock
+        client = cluster_rwlock.connect({seeds!r}, client_name="exits")
+        held = [client.rwlock({name!r}).write(timeout=5), client.rwlock({name!r}).try_read()]
+        print("HELD", flush=True)
+        def end():
+            {ending}
+        end()
+        if {ending!r} == "raise":
+            raise RuntimeError("an exit right after an error")
+    """).replace("            raise\n", "            raise RuntimeError('boom')\n")
+    child = subprocess.run([sys.executable, "-c", child_code], capture_output=True, text=True, timeout=60)
+    assert child.stdout.startswith("HELD"), child.stderr
+    lock = client.rwlock(name)
+    assert lock.state()["holders"] == []  # at once, not after the 30 s lease
+    assert lock.try_write() is not None
