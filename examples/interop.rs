@@ -18,6 +18,10 @@
 //!   `GRANTED <fence> <ns>`, holds it `--for-ms`, prints `RELEASING <ns>`, releases,
 //!   prints `RELEASED <ns>`.
 //!
+//! * `cycles`: uncontended cycles (write + release of a free lock) for `--seconds`, one
+//!   task (`--durability master` for no confirmation); prints `CYCLES <per second>`:
+//!   the Rust figure beside the Python benchmark's (`python/benches/bench.py`).
+//!
 //! Every line is flushed at once; a failure prints `ERROR <message>` and exits 1.
 
 use std::io::{BufRead, Write};
@@ -57,6 +61,9 @@ fn say(line: String) {
 async fn client() -> Result<LockClient, BoxError> {
     let url = arg("--url").ok_or("--url is required")?;
     let mut config = LockConfig::from_url(&url)?.client_name("rust-peer");
+    if arg("--durability").as_deref() == Some("master") {
+        config = config.durability(cluster_rwlock::Durability::MasterOnly);
+    }
     if let Some(ms) = arg("--lease-ms") {
         config = config.lease(Duration::from_millis(ms.parse()?));
     }
@@ -110,6 +117,23 @@ async fn hold() -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn cycles() -> Result<(), BoxError> {
+    let client = client().await?;
+    let lock = client.rwlock(&format!("cycles-{}", uuid::Uuid::new_v4().simple()))?;
+    let seconds = Duration::from_secs(number("--seconds", 5)?);
+    let (started, mut n) = (std::time::Instant::now(), 0u64);
+    while started.elapsed() < seconds {
+        lock.write().await?.release().await?;
+        n += 1;
+    }
+    say(format!(
+        "CYCLES {:.0}",
+        n as f64 / started.elapsed().as_secs_f64()
+    ));
+    client.close().await;
+    Ok(())
+}
+
 async fn testbed() -> Result<(), BoxError> {
     let cluster = TestCluster::start().await?;
     for url in cluster.seed_urls() {
@@ -137,7 +161,11 @@ async fn main() {
         Some("testbed") => testbed().await,
         Some("hammer") => hammer().await,
         Some("hold") => hold().await,
-        _ => Err("usage: interop testbed | hammer ... | hold ... (see the file's docs)".into()),
+        Some("cycles") => cycles().await,
+        _ => Err(
+            "usage: interop testbed | hammer ... | hold ... | cycles ... (see the file's docs)"
+                .into(),
+        ),
     };
     if let Err(e) = result {
         say(format!("ERROR {e}"));

@@ -8,7 +8,8 @@ B1, uncontended cycles (acquire + release of a free lock) per second: one thread
 8 threads on 8 locks; cluster_rwlock with the default confirmation (`durability="all"`:
 WAIT for the replicas) and with `durability="master"`, python-redis-lock (a mutex on one
 node, no confirmation, no renewal unless asked) on the master of its key's slot.
-B2, hand-off: a holder holds, a waiter on another client (and thread) blocks in
+The Rust client's one-task B1 on the same cluster is printed beside, so that the cost of
+the binding itself shows. B2, hand-off: a holder holds, a waiter on another client (and thread) blocks in
 acquire; 5 ms later the holder releases; the time from the release call to the waiter's
 return (p50 and p99, ms). Prints a Markdown table and one JSON line per figure.
 python-redis-lock's rows need `pip install python-redis-lock`.
@@ -133,10 +134,24 @@ def python_redis_lock(seeds, seconds, count):
     return one, many, lat
 
 
+def interop():
+    """The Rust peer (a release build: its `cycles` figure is the Rust client's)."""
+    subprocess.run(["cargo", "build", "--quiet", "--release", "--example", "interop"], cwd=ROOT, check=True)
+    return str(ROOT / "target" / "release" / "examples" / "interop")
+
+
+def rust_cycles(seeds, seconds, durability):
+    """B1 of the Rust client, one task, on the same cluster in the same run."""
+    args = [interop(), "cycles", "--url", seeds[0], "--seconds", str(max(1, round(seconds)))]
+    if durability == "master":
+        args += ["--durability", "master"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    return float(next(line for line in out.splitlines() if line.startswith("CYCLES")).split()[1])
+
+
 def start_testbed():
-    subprocess.run(["cargo", "build", "--quiet", "--example", "interop"], cwd=ROOT, check=True)
     proc = subprocess.Popen(
-        [str(ROOT / "target" / "debug" / "examples" / "interop"), "testbed"],
+        [interop(), "testbed"],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     urls = []
@@ -159,6 +174,7 @@ def main():
     args = ap.parse_args()
     testbed, seeds = (None, [args.url]) if args.url else start_testbed()
     try:
+        rust = {d: rust_cycles(seeds, args.seconds, d) for d in ("all", "master")}
         rows = [
             ("cluster_rwlock (Python), default", ours(seeds, args.seconds, args.handoffs, "all")),
             ("cluster_rwlock (Python), durability=\"master\"", ours(seeds, args.seconds, args.handoffs, "master")),
@@ -170,6 +186,9 @@ def main():
             testbed.wait(timeout=120)
     print(f"\n| lock | B1 cycles/s, 1 thread | B1 cycles/s, {THREADS} threads | B2 hand-off p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
+    for d, c in rust.items():
+        print(f"| cluster-rwlock (Rust, one task), durability=\"{d}\" | {c:,.0f} | | | |")
+        print(json.dumps({"bench": "python", "who": f"cluster-rwlock (Rust) {d}", "b1_one": round(c)}))
     for who, r in rows:
         if r is None:
             print(f"| {who} | not measured (`pip install python-redis-lock`) | | | |")
