@@ -250,3 +250,16 @@ def test_a_process_that_exits_holding_gives_its_holds_back(client, name, seeds, 
     lock = client.rwlock(name)
     assert lock.state()["holders"] == []  # at once, not after the 30 s lease
     assert lock.try_write() is not None
+
+
+def test_an_encrypted_connection_is_encrypted_or_fails_and_secrets_stay_out(seeds):
+    host_port = seeds[0].split("//", 1)[1]
+    # the test bed speaks plaintext: asked for TLS, the client fails, never falls back
+    with pytest.raises(cluster_rwlock.LockError) as caught:
+        cluster_rwlock.connect("rediss://" + host_port, command_timeout=2)
+    assert not isinstance(caught.value, cluster_rwlock.InvalidConfig), caught.value
+    # a password in the URL appears in no error
+    for url in ["redis://app:s3cr3t-pw@127.0.0.1:1", "rediss://app:s3cr3t-pw@" + host_port]:
+        with pytest.raises(cluster_rwlock.LockError) as caught:
+            cluster_rwlock.connect(url, command_timeout=2)
+        assert "s3cr3t-pw" not in str(caught.value) and "s3cr3t-pw" not in repr(caught.value)
