@@ -345,8 +345,8 @@ struct SecurityDoctests;
 #[doc = include_str!("../docs/TESTBED.md")]
 struct TestbedDoctests;
 
-/// The documents cannot drift from what CI runs: every shell command of the README and
-/// of `docs/TESTBED.md` is in `.ci/run` as written, or names the step of `.ci/run` that
+/// The documents cannot drift from what CI runs: every shell command of the README, of
+/// `docs/TESTBED.md` and of `docs/PYTHON.md` is in `.ci/run` as written, or names the step of `.ci/run` that
 /// runs it (`# CI: <step>`), or says why CI cannot (`# not in CI: <why>`).
 #[cfg(test)]
 mod docs_drift {
@@ -387,6 +387,7 @@ mod docs_drift {
         for (doc, text) in [
             ("README.md", include_str!("../README.md")),
             ("docs/TESTBED.md", include_str!("../docs/TESTBED.md")),
+            ("docs/PYTHON.md", include_str!("../docs/PYTHON.md")),
         ] {
             for (command, comment) in shell_commands(text) {
                 checked += 1;
