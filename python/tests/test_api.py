@@ -219,6 +219,10 @@ def test_the_asyncio_api(seeds, name):
             # cancelling an acquire withdraws its place
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(other.write(), 0.3)
+            deadline = asyncio.get_running_loop().time() + 2
+            while other.state()["waiting_writers"] and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            assert other.state()["waiting_writers"] == []  # the place was withdrawn
             with pytest.raises(cluster_rwlock.Timeout):
                 await other.write(timeout=0.2)
             tag = name[name.index("{"):]
