@@ -8,7 +8,8 @@
 //! ```
 //!
 //! * `testbed`: starts the test bed's six-node cluster (`CLUSTER_SERVER=valkey` for
-//!   Valkey), prints `URL <seed>` lines and `READY`, and removes the cluster when its
+//!   Valkey, `CLUSTER_TLS=1` over TLS), prints `URL <seed>` lines, `CA <file>` for a TLS
+//!   cluster (the CA that signed the nodes' certificates) and `READY`, and removes the cluster when its
 //!   standard input closes (so a test process that dies takes the cluster with it).
 //! * `hammer`: takes the lock `--name` in `--mode` again and again for `--seconds`,
 //!   holding each grant `--hold-ms`; prints `HOLD <mode> <fence> <start_ns> <end_ns>` per
@@ -21,6 +22,8 @@
 //! * `cycles`: uncontended cycles (write + release of a free lock) for `--seconds`, one
 //!   task (`--durability master` for no confirmation); prints `CYCLES <per second>`:
 //!   the Rust figure beside the Python benchmark's (`python/benches/bench.py`).
+//!
+//! `hammer`, `hold` and `cycles` take `--ca FILE` to trust that CA for `rediss://` URLs.
 //!
 //! Every line is flushed at once; a failure prints `ERROR <message>` and exits 1.
 
@@ -61,6 +64,9 @@ fn say(line: String) {
 async fn client() -> Result<LockClient, BoxError> {
     let url = arg("--url").ok_or("--url is required")?;
     let mut config = LockConfig::from_url(&url)?.client_name("rust-peer");
+    if let Some(ca) = arg("--ca") {
+        config = tls_ca(config, std::fs::read(ca)?)?;
+    }
     if arg("--durability").as_deref() == Some("master") {
         config = config.durability(cluster_rwlock::Durability::MasterOnly);
     }
@@ -68,6 +74,16 @@ async fn client() -> Result<LockClient, BoxError> {
         config = config.lease(Duration::from_millis(ms.parse()?));
     }
     Ok(LockClient::connect(config).await?)
+}
+
+#[cfg(feature = "tls")]
+fn tls_ca(config: LockConfig, pem: Vec<u8>) -> Result<LockConfig, BoxError> {
+    Ok(config.tls_ca_pem(pem))
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_ca(_: LockConfig, _: Vec<u8>) -> Result<LockConfig, BoxError> {
+    Err("--ca needs the feature `tls` (cargo build --features tls --example interop)".into())
 }
 
 fn mode() -> Result<Mode, BoxError> {
@@ -138,6 +154,9 @@ async fn testbed() -> Result<(), BoxError> {
     let cluster = TestCluster::start().await?;
     for url in cluster.seed_urls() {
         say(format!("URL {url}"));
+    }
+    if let Some(tls) = cluster.tls() {
+        say(format!("CA {}", tls.ca_file().display()));
     }
     say(format!("SERVER {}", cluster.server_version()));
     say("READY".into());

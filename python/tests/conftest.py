@@ -1,7 +1,9 @@
 """The test bed of the Python suite: the same six-node cluster (3 masters, 3 replicas)
 as the Rust tests, started by the Rust side of the mixed tests (`examples/interop.rs
 testbed`) and removed at the end of the session. `CLUSTER_SERVER=valkey` runs it on
-Valkey 9.1; `CLUSTER_RWLOCK_URL=redis://host:port` uses a running cluster instead.
+Valkey 9.1, `CLUSTER_TLS=1` over TLS (every client of the suite, Python and Rust, then
+trusts the test bed's CA, which the children of the tests find in CLUSTER_RWLOCK_CA);
+`CLUSTER_RWLOCK_URL=redis://host:port` uses a running cluster instead.
 """
 
 import os
@@ -20,10 +22,27 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 300.0
 
 
+def tls():
+    """The keyword arguments of connect() that trust the test bed's CA, if it has one."""
+    ca = os.environ.get("CLUSTER_RWLOCK_CA")
+    return {"tls_ca_pem": pathlib.Path(ca).read_bytes()} if ca else {}
+
+
+# The same, for the Python code of a child process (one line: `TLS` is its keywords).
+CHILD_TLS = ('import os, pathlib; ca = os.environ.get("CLUSTER_RWLOCK_CA"); '
+             'TLS = {"tls_ca_pem": pathlib.Path(ca).read_bytes()} if ca else {}')
+
+
+def rust_tls():
+    """The same for the Rust peer's command line."""
+    ca = os.environ.get("CLUSTER_RWLOCK_CA")
+    return ["--ca", ca] if ca else []
+
+
 def _interop_binary() -> pathlib.Path:
     """The Rust peer, built once (cargo reuses what `cargo test` built)."""
     subprocess.run(
-        ["cargo", "build", "--quiet", "--example", "interop"],
+        ["cargo", "build", "--quiet", "--features", "tls", "--example", "interop"],
         cwd=ROOT, check=True,
     )
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
@@ -55,6 +74,8 @@ def seeds(interop):
             lines.append(line.strip())
             if line.startswith("URL "):
                 urls.append(line.split()[1])
+            elif line.startswith("CA "):
+                os.environ["CLUSTER_RWLOCK_CA"] = line.split(" ", 1)[1].strip()
             elif line.startswith("SERVER "):
                 print("test bed:", line.strip(), file=sys.stderr)
             elif line.strip() == "READY" or line.startswith("ERROR"):
@@ -76,7 +97,7 @@ def seeds(interop):
 
 @pytest.fixture
 def client(seeds):
-    c = cluster_rwlock.connect(seeds, client_name="pytest")
+    c = cluster_rwlock.connect(seeds, client_name="pytest", **tls())
     yield c
     c.close()
 

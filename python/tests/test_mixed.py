@@ -14,13 +14,14 @@ import time
 import pytest
 
 import cluster_rwlock
+from conftest import CHILD_TLS, rust_tls, tls
 
 SECONDS = 5
 
 
 def rust(interop, seeds, *args):
     return subprocess.Popen(
-        [str(interop), *args[:1], "--url", seeds[0], *args[1:]],
+        [str(interop), *args[:1], "--url", seeds[0], *rust_tls(), *args[1:]],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
     )
 
@@ -96,7 +97,7 @@ def test_python_writers_and_rust_readers_never_overlap(client, interop, seeds, n
 
 def test_a_python_waiter_is_woken_by_a_rust_release(seeds, interop, name):
     # a waiter that is not woken looks again only after 5 s
-    with cluster_rwlock.connect(seeds, retry_interval=5.0) as client:
+    with cluster_rwlock.connect(seeds, retry_interval=5.0, **tls()) as client:
         holder = rust(interop, seeds, "hold", "--name", name, "--mode", "write", "--for-ms", "1500")
         granted = holder.stdout.readline().split()
         assert granted[0] == "GRANTED", granted
@@ -112,8 +113,9 @@ def test_a_python_waiter_is_woken_by_a_rust_release(seeds, interop, name):
 
 FROZEN_HOLDER = textwrap.dedent("""
     import sys, time, cluster_rwlock
+    %s
     seeds, name = sys.argv[1], sys.argv[2]
-    client = cluster_rwlock.connect([seeds], lease=1.0, client_name="frozen")
+    client = cluster_rwlock.connect([seeds], lease=1.0, client_name="frozen", **TLS)
     w = client.rwlock(name).write(timeout=10)
     print("GRANTED", w.fence, flush=True)
     sys.stdin.readline()  # frozen here by the test, then told to look
@@ -130,7 +132,7 @@ FROZEN_HOLDER = textwrap.dedent("""
         print("RELEASE ok", flush=True)
     except cluster_rwlock.LockLost:
         print("RELEASE LockLost", flush=True)
-""")
+""" % CHILD_TLS)
 
 
 def test_a_frozen_python_holder_loses_to_a_rust_writer_and_is_told(client, interop, seeds, name):
