@@ -65,14 +65,14 @@ where
     })
 }
 
-/// A timeout in seconds from Python, checked: `None` is none; a negative, NaN or
-/// infinite one is a `ValueError`.
+/// A duration in seconds from Python, checked: `None` is none; a negative, NaN, infinite
+/// or too large one (beyond `Duration::MAX`) is a `ValueError`.
 pub(crate) fn seconds(what: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     match value {
         None => Ok(None),
         Some(s) => Duration::try_from_secs_f64(s).map(Some).map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!(
-                "{what} must be a finite number of seconds, 0 or more; got {s}"
+                "{what} must be a number of seconds from 0 to 1.8e19; got {s}"
             ))
         }),
     }
