@@ -71,8 +71,13 @@ pub(crate) fn seconds(what: &str, value: Option<f64>) -> PyResult<Option<Duratio
     match value {
         None => Ok(None),
         Some(s) => Duration::try_from_secs_f64(s).map(Some).map_err(|_| {
+            let shown = if s.abs() < 1e12 {
+                format!("{s}")
+            } else {
+                format!("{s:e}")
+            };
             pyo3::exceptions::PyValueError::new_err(format!(
-                "{what} must be a number of seconds from 0 to 1.8e19; got {s}"
+                "{what} must be a number of seconds from 0 to 1.8e19; got {shown}"
             ))
         }),
     }
