@@ -40,6 +40,14 @@ fn stop(w: &Watchers) {
     handles.iter().for_each(tokio::task::AbortHandle::abort);
 }
 
+impl Drop for NativeGuard {
+    /// A guard collected without a release: its Rust guard releases in the background
+    /// (its own drop), and nobody is left to tell of a loss.
+    fn drop(&mut self) {
+        stop(&self.watchers);
+    }
+}
+
 impl NativeGuard {
     pub(crate) fn new(guard: AnyGuard, lock: RwLock) -> NativeGuard {
         NativeGuard {
