@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, LockState, Mode, RwLock};
+use cluster_rwlock::{LockClient, LockState, Mode, MultiLock, RwLock};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -101,6 +101,20 @@ impl NativeClient {
             .rwlock(name)
             .map_err(|e| crate::errors::to_py(py, e))?;
         Ok(NativeLock { lock })
+    }
+
+    /// Several locks taken together, in any slots, without deadlock: `members` are
+    /// `(name, mode)` pairs (checked: bad names raise `InvalidName`).
+    fn multi(&self, py: Python<'_>, members: Vec<(String, String)>) -> PyResult<NativeMulti> {
+        let members = members
+            .into_iter()
+            .map(|(name, mode)| Ok((name, mode_of(&mode)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let multi = self
+            .client
+            .multi(members)
+            .map_err(|e| crate::errors::to_py(py, e))?;
+        Ok(NativeMulti { multi })
     }
 
     /// The client name in this client's owner tokens.
@@ -286,4 +300,79 @@ fn state_dict<'py>(py: Python<'py>, s: &LockState) -> PyResult<Bound<'py, PyDict
     d.set_item("waiting_writers", &s.waiting_writers)?;
     d.set_item("waiting_readers", &s.waiting_readers)?;
     Ok(d)
+}
+
+/// Several locks taken as one (see `NativeClient::multi`).
+#[pyclass(frozen, module = "cluster_rwlock._native")]
+pub(crate) struct NativeMulti {
+    multi: MultiLock,
+}
+
+/// Takes every member (`None`: a non-blocking attempt found one taken; then none stays
+/// held); each member's guard on its own, in the order they were taken.
+async fn lock_all(
+    multi: MultiLock,
+    blocking: bool,
+    timeout: Option<Duration>,
+) -> cluster_rwlock::Result<Option<Vec<NativeGuard>>> {
+    let guard = match (blocking, timeout) {
+        (false, _) => multi.try_lock().await?,
+        (true, Some(t)) => Some(multi.lock_timeout(t).await?),
+        (true, None) => Some(multi.lock().await?),
+    };
+    Ok(guard.map(|g| {
+        g.into_guards()
+            .into_iter()
+            .map(|member| {
+                let lock = member.lock().clone();
+                NativeGuard::new(member, lock)
+            })
+            .collect()
+    }))
+}
+
+#[pymethods]
+impl NativeMulti {
+    /// Takes every member, blocking (at most `timeout` seconds in all; not at all when
+    /// `blocking` is false): the members' guards, or `None` when not blocking and taken.
+    #[pyo3(signature = (blocking=true, timeout=None))]
+    fn lock(
+        &self,
+        py: Python<'_>,
+        blocking: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Vec<NativeGuard>>> {
+        let timeout = seconds("timeout", timeout)?;
+        wait(py, lock_all(self.multi.clone(), blocking, timeout))
+    }
+
+    /// As `lock`, as an awaitable.
+    #[pyo3(signature = (blocking=true, timeout=None))]
+    fn lock_async<'py>(
+        &self,
+        py: Python<'py>,
+        blocking: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = seconds("timeout", timeout)?;
+        awaitable(py, lock_all(self.multi.clone(), blocking, timeout))
+    }
+
+    /// The same members with their own lease (seconds).
+    fn with_lease(&self, py: Python<'_>, lease: f64) -> PyResult<NativeMulti> {
+        let lease = seconds("lease", Some(lease))?.unwrap_or_default();
+        let multi = self
+            .multi
+            .with_lease(lease)
+            .map_err(|e| crate::errors::to_py(py, e))?;
+        Ok(NativeMulti { multi })
+    }
+
+    /// The members' names, in the order they are taken.
+    fn names(&self) -> Vec<String> {
+        self.multi
+            .members()
+            .map(|(lock, _)| lock.name().to_string())
+            .collect()
+    }
 }

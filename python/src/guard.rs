@@ -280,6 +280,12 @@ impl NativeGuard {
         &self.owner
     }
 
+    /// The name of the lock held.
+    #[getter]
+    fn lock_name(&self) -> &str {
+        self.lock.name()
+    }
+
     /// Whether the hold may have been lost (its lease ran out before a renewal was
     /// confirmed, or the server said it is gone): from then on it must not be relied on.
     fn is_lost(&self) -> bool {

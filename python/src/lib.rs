@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NativeClient>()?;
     m.add_class::<client::NativeLock>()?;
+    m.add_class::<client::NativeMulti>()?;
     m.add_class::<guard::NativeGuard>()?;
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;

@@ -272,3 +272,56 @@ def test_an_encrypted_connection_is_encrypted_or_fails_and_secrets_stay_out(seed
         with pytest.raises(cluster_rwlock.LockError) as caught:
             cluster_rwlock.connect(url, command_timeout=2)
         assert "s3cr3t-pw" not in str(caught.value) and "s3cr3t-pw" not in repr(caught.value)
+
+
+def test_several_locks_at_once_in_any_order_without_deadlock(client, seeds):
+    import threading
+    import uuid
+
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"multi-a:{{{tag}a}}", f"multi-b:{{{tag}b}}"  # two slots
+    assert client.rwlock(a).slot != client.rwlock(b).slot
+    inside, overlaps, errors = [0], [0], []
+
+    def worker(order):
+        try:
+            multi = client.multi([(n, "write") for n in order])
+            for _ in range(20):
+                with multi.lock(timeout=20) as held:
+                    inside[0] += 1
+                    overlaps[0] += inside[0] > 1
+                    assert set(held.fences) == {a, b} and not held.is_lost
+                    time.sleep(0.002)
+                    inside[0] -= 1
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(o,)) for o in ([a, b], [b, a])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "deadlocked"
+    assert errors == [] and overlaps[0] == 0
+
+    single = client.rwlock(a).write(timeout=5)
+    multi = client.multi([(b, "read"), (a, "write")])
+    assert multi.try_lock() is None
+    with pytest.raises(cluster_rwlock.Timeout):
+        multi.lock(timeout=0.3)
+    assert client.rwlock(b).state()["holders"] == []  # none stays held
+    single.release()
+    held = multi.lock(timeout=5)
+    assert held.fences[a] > single.fence
+    assert client.rwlock(a).try_read() is None and client.rwlock(b).try_read() is not None
+    held.release()
+    with pytest.raises(cluster_rwlock.InvalidName):
+        client.multi([("", "read")])
+
+    async def on_asyncio():
+        async with await cluster_rwlock.connect_async(seeds, **tls()) as ac:
+            async with ac.multi([(a, "write"), (b, "write")]).lock(timeout=5) as h:
+                assert set(h.fences) == {a, b} and isinstance(h.lost, asyncio.Event)
+
+    import asyncio
+    asyncio.run(on_asyncio())
