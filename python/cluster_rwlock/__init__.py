@@ -38,25 +38,12 @@ import asyncio
 import atexit
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _native
-from .errors import (
-    Closed,
-    CommandFailed,
-    ConditionFailed,
-    InvalidCommand,
-    InvalidConfig,
-    InvalidName,
-    LockError,
-    LockLost,
-    NotReplicated,
-    PermissionDenied,
-    ReplyError,
-    Timeout,
-    Unavailable,
-    UpgradeDeadlock,
-)
+from . import errors
+from .errors import *  # noqa: F401,F403 (the exceptions, listed once: errors.__all__)
+from .errors import LockError
 from .guarded import Compare, Condition, Guarded, Outcome, Word
 
 __all__ = [
@@ -76,21 +63,7 @@ __all__ = [
     "Compare",
     "Outcome",
     "Word",
-    "LockError",
-    "Timeout",
-    "LockLost",
-    "Unavailable",
-    "NotReplicated",
-    "UpgradeDeadlock",
-    "InvalidName",
-    "InvalidConfig",
-    "InvalidCommand",
-    "ConditionFailed",
-    "CommandFailed",
-    "PermissionDenied",
-    "Closed",
-    "ReplyError",
-]
+] + errors.__all__
 
 Urls = Union[str, Iterable[str]]
 
@@ -115,8 +88,52 @@ def _give_back_at_exit() -> None:
             pass
 
 
-def _urls(urls: Urls) -> List[str]:
-    return [urls] if isinstance(urls, str) else [str(u) for u in urls]
+def _options(arguments: Dict[str, Any]) -> Dict[str, Any]:
+    """connect()'s arguments as the native module takes them: the URLs as a list, and
+    only the keywords given (the native side's defaults are the Rust client's)."""
+    given = {name: value for name, value in arguments.items() if value is not None}
+    urls = given["urls"]
+    given["urls"] = [urls] if isinstance(urls, str) else [str(u) for u in urls]
+    return given
+
+
+def _setter(event: Any) -> Callable[[], None]:
+    """What sets `event` from any thread: `threading.Event.set`, or, for an
+    `asyncio.Event`, a call made on the loop running now (nothing once it is closed)."""
+    if not isinstance(event, asyncio.Event):
+        return event.set  # type: ignore[no-any-return]
+    loop = asyncio.get_running_loop()
+
+    def told() -> None:
+        try:
+            loop.call_soon_threadsafe(event.set)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is left to tell
+
+    return told
+
+
+def _end_block(release: Callable[[], None], exc_type: Any) -> None:
+    """The release at the end of a `with` block: a lost hold raises `LockLost` there,
+    unless the block raised (its own exception is the one to see)."""
+    if exc_type is None:
+        release()
+        return
+    try:
+        release()
+    except LockError:
+        pass
+
+
+async def _end_block_async(release: Callable[[], Awaitable[None]], exc_type: Any) -> None:
+    """As `_end_block`, for `async with`."""
+    if exc_type is None:
+        await release()
+        return
+    try:
+        await release()
+    except LockError:
+        pass
 
 
 def _outcome(ran: Any, commit: bool) -> Any:
@@ -149,11 +166,7 @@ def connect(
     encrypted or fails, never plaintext. Raises :class:`InvalidConfig`,
     :class:`Unavailable`, :class:`PermissionDenied` (the functions are not loaded and
     this user may not load them: run ``cluster-rwlock setup``)."""
-    native = _native.connect(
-        _urls(urls), lease, client_name, prefix, durability, confirm_timeout,
-        clock_margin, retry_interval, command_timeout, notifications, tls_ca_pem,
-    )
-    return Client(native)
+    return Client(_native.connect(_options(locals())))
 
 
 async def connect_async(
@@ -171,11 +184,7 @@ async def connect_async(
     tls_ca_pem: Optional[bytes] = None,
 ) -> "AsyncClient":
     """As :func:`connect`, for asyncio: the client's locks are :class:`AsyncRwLock`."""
-    native = await _native.connect_async(
-        _urls(urls), lease, client_name, prefix, durability, confirm_timeout,
-        clock_margin, retry_interval, command_timeout, notifications, tls_ca_pem,
-    )
-    return AsyncClient(native)
+    return AsyncClient(await _native.connect_async(_options(locals())))
 
 
 class _ClientBase:
@@ -327,20 +336,21 @@ class RwLock(_LockBase):
         and writers; :meth:`Guard.upgrade` makes it write with no writer in between."""
         return Guard(_granted(self._native.acquire("upgradable", True, timeout)), self)
 
+    def _try(self, mode: str) -> Optional["Guard"]:
+        native = self._native.acquire(mode, False, None)
+        return None if native is None else Guard(native, self)
+
     def try_read(self) -> Optional["Guard"]:
         """A read hold if granted at once, else ``None``."""
-        native = self._native.acquire("read", False, None)
-        return None if native is None else Guard(native, self)
+        return self._try("read")
 
     def try_write(self) -> Optional["Guard"]:
         """A write hold if granted at once, else ``None``."""
-        native = self._native.acquire("write", False, None)
-        return None if native is None else Guard(native, self)
+        return self._try("write")
 
     def try_upgradable_read(self) -> Optional["Guard"]:
         """An upgradable read hold if granted at once, else ``None``."""
-        native = self._native.acquire("upgradable", False, None)
-        return None if native is None else Guard(native, self)
+        return self._try("upgradable")
 
     def with_lease(self, lease: float) -> "RwLock":
         """The same lock, with its own lease (seconds) for holds taken through the new
@@ -389,20 +399,21 @@ class AsyncRwLock(_LockBase):
         """An upgradable read hold (see :meth:`RwLock.upgradable_read`)."""
         return _Acquiring(self, "upgradable", timeout)
 
+    async def _try(self, mode: str) -> Optional["AsyncGuard"]:
+        native = await self._native.acquire_async(mode, False, None)
+        return None if native is None else AsyncGuard(native, self)
+
     async def try_read(self) -> Optional["AsyncGuard"]:
         """A read hold if granted at once, else ``None``."""
-        native = await self._native.acquire_async("read", False, None)
-        return None if native is None else AsyncGuard(native, self)
+        return await self._try("read")
 
     async def try_write(self) -> Optional["AsyncGuard"]:
         """A write hold if granted at once, else ``None``."""
-        native = await self._native.acquire_async("write", False, None)
-        return None if native is None else AsyncGuard(native, self)
+        return await self._try("write")
 
     async def try_upgradable_read(self) -> Optional["AsyncGuard"]:
         """An upgradable read hold if granted at once, else ``None``."""
-        native = await self._native.acquire_async("upgradable", False, None)
-        return None if native is None else AsyncGuard(native, self)
+        return await self._try("upgradable")
 
     def with_lease(self, lease: float) -> "AsyncRwLock":
         """As :meth:`RwLock.with_lease`."""
@@ -463,7 +474,7 @@ class Guard(_GuardBase):
     def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         super().__init__(native, lock)
         self.lost = threading.Event()
-        native.on_lost(self.lost.set)
+        native.on_lost(_setter(self.lost))
 
     def release(self) -> None:
         """Releases the hold now (a second call does nothing). Raises :class:`LockLost`
@@ -490,13 +501,7 @@ class Guard(_GuardBase):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.release()  # a lost hold raises LockLost here: say it
-        else:
-            try:
-                self.release()
-            except LockError:
-                pass  # the block's own exception is the one to see
+        _end_block(self.release, exc_type)
 
 
 class AsyncGuard(_GuardBase):
@@ -506,16 +511,7 @@ class AsyncGuard(_GuardBase):
     def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         super().__init__(native, lock)
         self.lost = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        event = self.lost
-
-        def told() -> None:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:
-                pass  # the loop is closed: nobody is left to tell
-
-        native.on_lost(told)
+        native.on_lost(_setter(self.lost))
 
     async def release(self) -> None:
         """As :meth:`Guard.release`."""
@@ -542,13 +538,7 @@ class AsyncGuard(_GuardBase):
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            await self.release()
-        else:
-            try:
-                await self.release()
-            except LockError:
-                pass
+        await _end_block_async(self.release, exc_type)
 
 
 class MultiGuard:
@@ -593,42 +583,19 @@ class MultiGuard:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.release()
-        else:
-            try:
-                self.release()
-            except LockError:
-                pass
+        _end_block(self.release, exc_type)
 
     async def __aenter__(self) -> "MultiGuard":
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            await self.release_async()
-        else:
-            try:
-                await self.release_async()
-            except LockError:
-                pass
+        await _end_block_async(self.release_async, exc_type)
 
 
 def _any_event(guards: List[Any]) -> Any:
     """An event of the guards' kind set when any of theirs is."""
-    if isinstance(guards[0], AsyncGuard):
-        event: Any = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def told() -> None:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:
-                pass
-
-    else:
-        event = threading.Event()
-        told = event.set
+    event: Any = asyncio.Event() if isinstance(guards[0], AsyncGuard) else threading.Event()
+    told = _setter(event)
     for g in guards:
         g._native.on_lost(told)
     return event

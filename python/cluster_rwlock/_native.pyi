@@ -1,36 +1,12 @@
 """Types of the extension module (the Rust lock); the package's public API wraps it."""
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 _Step = Union[Tuple[bytes, Optional[bytes], str, Union[None, bytes, int]], Tuple[str, List[bytes]]]
 _Ran = Tuple[bool, Optional[int], List[Any]]
 
-def connect(
-    urls: Sequence[str],
-    lease: Optional[float] = ...,
-    client_name: Optional[str] = ...,
-    prefix: Optional[str] = ...,
-    durability: Union[str, int, None] = ...,
-    confirm_timeout: Optional[float] = ...,
-    clock_margin: Optional[float] = ...,
-    retry_interval: Optional[float] = ...,
-    command_timeout: Optional[float] = ...,
-    notifications: Optional[bool] = ...,
-    tls_ca_pem: Optional[bytes] = ...,
-) -> NativeClient: ...
-def connect_async(
-    urls: Sequence[str],
-    lease: Optional[float] = ...,
-    client_name: Optional[str] = ...,
-    prefix: Optional[str] = ...,
-    durability: Union[str, int, None] = ...,
-    confirm_timeout: Optional[float] = ...,
-    clock_margin: Optional[float] = ...,
-    retry_interval: Optional[float] = ...,
-    command_timeout: Optional[float] = ...,
-    notifications: Optional[bool] = ...,
-    tls_ca_pem: Optional[bytes] = ...,
-) -> Any: ...
+def connect(options: Dict[str, Any]) -> NativeClient: ...
+def connect_async(options: Dict[str, Any]) -> Any: ...
 
 class NativeClient:
     client_name: str

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::guard::NativeGuard;
-use crate::options::{config, DurabilityArg, Options};
+use crate::options::{config, Options};
 use crate::run::{awaitable, seconds, wait};
 
 /// A connection to a cluster (or one node): its connections, subscriptions and the task
@@ -21,70 +21,16 @@ pub(crate) struct NativeClient {
 
 /// Connects and checks the server, blocking (see `cluster_rwlock.connect`).
 #[pyfunction]
-#[pyo3(signature = (urls, lease=None, client_name=None, prefix=None, durability=None, confirm_timeout=None, clock_margin=None, retry_interval=None, command_timeout=None, notifications=None, tls_ca_pem=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn connect(
-    py: Python<'_>,
-    urls: Vec<String>,
-    lease: Option<f64>,
-    client_name: Option<String>,
-    prefix: Option<String>,
-    durability: Option<DurabilityArg>,
-    confirm_timeout: Option<f64>,
-    clock_margin: Option<f64>,
-    retry_interval: Option<f64>,
-    command_timeout: Option<f64>,
-    notifications: Option<bool>,
-    tls_ca_pem: Option<Vec<u8>>,
-) -> PyResult<NativeClient> {
-    let c = config(Options {
-        urls,
-        lease,
-        client_name,
-        prefix,
-        durability,
-        confirm_timeout,
-        clock_margin,
-        retry_interval,
-        command_timeout,
-        notifications,
-        tls_ca_pem,
-    })?;
+pub(crate) fn connect(py: Python<'_>, options: Options) -> PyResult<NativeClient> {
+    let c = config(options)?;
     let client = wait(py, LockClient::connect(c))?;
     Ok(NativeClient { client })
 }
 
 /// As [`connect`], as an awaitable.
 #[pyfunction]
-#[pyo3(signature = (urls, lease=None, client_name=None, prefix=None, durability=None, confirm_timeout=None, clock_margin=None, retry_interval=None, command_timeout=None, notifications=None, tls_ca_pem=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn connect_async(
-    py: Python<'_>,
-    urls: Vec<String>,
-    lease: Option<f64>,
-    client_name: Option<String>,
-    prefix: Option<String>,
-    durability: Option<DurabilityArg>,
-    confirm_timeout: Option<f64>,
-    clock_margin: Option<f64>,
-    retry_interval: Option<f64>,
-    command_timeout: Option<f64>,
-    notifications: Option<bool>,
-    tls_ca_pem: Option<Vec<u8>>,
-) -> PyResult<Bound<'_, PyAny>> {
-    let c = config(Options {
-        urls,
-        lease,
-        client_name,
-        prefix,
-        durability,
-        confirm_timeout,
-        clock_margin,
-        retry_interval,
-        command_timeout,
-        notifications,
-        tls_ca_pem,
-    })?;
+pub(crate) fn connect_async<'py>(py: Python<'py>, options: Options) -> PyResult<Bound<'py, PyAny>> {
+    let c = config(options)?;
     awaitable(py, async move {
         Ok(NativeClient {
             client: LockClient::connect(c).await?,

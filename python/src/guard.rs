@@ -61,10 +61,15 @@ impl NativeGuard {
         }
     }
 
-    /// Stops the loss watchers and takes the Rust guard out (`None`: released before).
-    async fn take(held: Held, watchers: Watchers) -> Option<AnyGuard> {
+    /// Stops the loss watchers and releases the Rust guard, if it is still there (a
+    /// second release does nothing).
+    async fn release_held(held: Held, watchers: Watchers) -> cluster_rwlock::Result<()> {
         stop(&watchers);
-        held.write().await.take()
+        let guard = held.write().await.take();
+        match guard {
+            Some(g) => g.release().await,
+            None => Ok(()),
+        }
     }
 
     /// A `ValueError` unless this guard still holds and is in `mode`.
@@ -319,24 +324,18 @@ impl NativeGuard {
     /// Releases the hold, blocking; a second release does nothing. Raises `LockLost` when
     /// the hold was gone before.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let (held, watchers) = (self.held.clone(), self.watchers.clone());
-        wait(py, async move {
-            match NativeGuard::take(held, watchers).await {
-                Some(g) => g.release().await,
-                None => Ok(()),
-            }
-        })
+        wait(
+            py,
+            NativeGuard::release_held(self.held.clone(), self.watchers.clone()),
+        )
     }
 
     /// As `release`, as an awaitable.
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (held, watchers) = (self.held.clone(), self.watchers.clone());
-        awaitable(py, async move {
-            match NativeGuard::take(held, watchers).await {
-                Some(g) => g.release().await,
-                None => Ok(()),
-            }
-        })
+        awaitable(
+            py,
+            NativeGuard::release_held(self.held.clone(), self.watchers.clone()),
+        )
     }
 
     /// Runs a guarded call, blocking: `then` (and `otherwise`, when a condition fails)

@@ -19,18 +19,31 @@ pub(crate) enum DurabilityArg {
     Word(String),
 }
 
-/// The keyword arguments of `connect()`, as Python passed them.
+/// `connect()`'s arguments, as a dict: `urls`, and the keywords Python was given (a key
+/// left out is a default: the Python functions are the one list of the names).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
 pub(crate) struct Options {
     pub urls: Vec<String>,
+    #[pyo3(default)]
     pub lease: Option<f64>,
+    #[pyo3(default)]
     pub client_name: Option<String>,
+    #[pyo3(default)]
     pub prefix: Option<String>,
+    #[pyo3(default)]
     pub durability: Option<DurabilityArg>,
+    #[pyo3(default)]
     pub confirm_timeout: Option<f64>,
+    #[pyo3(default)]
     pub clock_margin: Option<f64>,
+    #[pyo3(default)]
     pub retry_interval: Option<f64>,
+    #[pyo3(default)]
     pub command_timeout: Option<f64>,
+    #[pyo3(default)]
     pub notifications: Option<bool>,
+    #[pyo3(default)]
     pub tls_ca_pem: Option<Vec<u8>>,
 }
 
