@@ -43,7 +43,7 @@ macro_rules! on_lock {
         let lock: &RawLock = $lock;
         let (inner, key) = (&lock.inner, &*lock.key);
         let gather = match $op {
-            Op::Acquire | Op::Upgrade => lock.gather.as_deref(),
+            Op::Acquire | Op::Probe | Op::Upgrade => lock.gather.as_deref(),
             _ => None,
         };
         lock.call(|c| async move {
@@ -101,6 +101,12 @@ impl RawLock {
 
     pub fn config(&self) -> &crate::config::LockConfig {
         &self.inner.config
+    }
+
+    /// Whether this client's grants are confirmed by replicas (any durability but
+    /// `MasterOnly`).
+    pub fn confirms(&self) -> bool {
+        self.inner.config.durability != crate::Durability::MasterOnly
     }
 
     /// The lease of this lock's holds (whole ms: what the server is sent).
@@ -200,7 +206,8 @@ impl RawLock {
     }
 
     /// One attempt at hold `id` of `mode` for `owner` (`lua/acquire.lua`), confirmed
-    /// by the replicas, never past `deadline`.
+    /// by the replicas unless it is a probe ([`Intent::Probe`], [`Op::Probe`]), never
+    /// past `deadline`.
     pub async fn acquire(
         &self,
         owner: &str,
@@ -210,8 +217,11 @@ impl RawLock {
         deadline: Option<Instant>,
     ) -> Result<Attempt> {
         let lease = self.lease_ms();
-        on_lock!(self, Op::Acquire, deadline, |scripts, on| scripts
-            .acquire(on, mode, owner, id, lease, intent))
+        // (the op from the intent, not a variable of its own: this future's size is
+        // counted in every acquire's)
+        on_lock!(self, Op::of_attempt(intent), deadline, |scripts, on| {
+            scripts.acquire(on, mode, owner, id, lease, intent)
+        })
     }
 
     /// One attempt to turn upgradable hold `from` into write hold `to`

@@ -23,6 +23,11 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Acquire,
+    /// An attempt expected to find the lock busy (a waiter's, after an attempt that
+    /// did, with no release message since): not confirmed, so that a refusal costs no
+    /// `WAIT`. A grant it wins is not believed: the waiting policy sends the same attempt
+    /// again, confirmed (see `acquire`).
+    Probe,
     Upgrade,
     Downgrade,
     Release,
@@ -35,6 +40,14 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// The op of an acquire attempt of `intent`: a probe's, or an acquire's.
+    pub fn of_attempt(intent: crate::scripts::Intent) -> Op {
+        match intent {
+            crate::scripts::Intent::Probe => Op::Probe,
+            _ => Op::Acquire,
+        }
+    }
+
     /// Whether the call's writes are confirmed by the replicas (see
     /// [`Shared::confirm_with`]): what a holder or a writer believes on its answer (a
     /// grant, a renewal, a guarded or fenced write). Gives-back are not: a replica that
@@ -43,7 +56,12 @@ impl Op {
     pub fn confirmed(self) -> bool {
         match self {
             Op::Acquire | Op::Upgrade | Op::Renew | Op::Guarded | Op::FencedSet => true,
-            Op::Downgrade | Op::Release | Op::Withdraw | Op::ForceRelease | Op::State => false,
+            Op::Probe
+            | Op::Downgrade
+            | Op::Release
+            | Op::Withdraw
+            | Op::ForceRelease
+            | Op::State => false,
         }
     }
 }
@@ -215,6 +233,7 @@ mod tests {
             assert!(op.confirmed(), "{op:?}");
         }
         for op in [
+            Op::Probe,
             Op::Downgrade,
             Op::Release,
             Op::Withdraw,

@@ -350,3 +350,48 @@ async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
     let _ = sub.quit().await;
     let _ = c.quit().await;
 }
+
+/// The replication offset of the master that serves `slot` now (`master_repl_offset`).
+async fn master_offset(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16) -> u64 {
+    let master = cluster.master_for_slot(slot).await.unwrap();
+    let replies = cluster
+        .command_on_masters("INFO", &["replication"])
+        .await
+        .unwrap();
+    let (_, info) = replies
+        .into_iter()
+        .find(|(port, _)| *port == master.port)
+        .expect("the slot's master among the masters");
+    let info = text(&info.unwrap());
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("master_repl_offset:"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an offset in {info}"))
+}
+
+/// A grant sent again (the same owner and hold id: a retry, or a waiter that finds the
+/// hold a release handed it) writes the hold back even when nothing changed (a lease
+/// that moves no deadline, the hold kept in the summary): a call that writes nothing
+/// moves its connection's replication offset nowhere, and the `WAIT` after it would
+/// confirm only what that connection wrote before, not a grant another client's
+/// release (or a lost connection) made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_sent_again_writes_so_that_the_wait_after_it_covers_it() {
+    let cluster = cluster().await;
+    LockClient::setup(&common::config(cluster)).await.unwrap();
+    let c = bare(cluster).await;
+    let key = format!("{}:{{again}}", prefix("protocol-again"));
+    let slot = cluster_rwlock::slot::key_slot(key.as_bytes());
+    let g = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o1", "1", "60000", "1"]).await);
+    assert_eq!(int(&g[0]), 1, "{g:?}");
+    let s: String = c.hget(&key, "s").await.unwrap();
+    // a lease of 1 s moves no deadline of a hold granted for 60 s
+    let before = master_offset(cluster, slot).await;
+    let again = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o1", "1", "1000", "1"]).await);
+    let after = master_offset(cluster, slot).await;
+    assert_eq!((int(&again[0]), text(&again[1])), (1, text(&g[1])));
+    assert_eq!(c.hget::<String, _, _>(&key, "s").await.unwrap(), s);
+    assert!(after > before, "the grant sent again wrote nothing");
+    let _: i64 = c.del(vec![key.clone()]).await.unwrap();
+    let _ = c.quit().await;
+}

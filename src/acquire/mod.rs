@@ -90,6 +90,9 @@ pub(crate) struct Acquired {
 
 enum Outcome {
     Granted(Acquired),
+    /// A probe won a grant that was not confirmed: not believed until the same attempt,
+    /// sent again, is.
+    Unconfirmed,
     Busy(u64),
 }
 
@@ -205,14 +208,15 @@ async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Opt
         from: ask.upgrade_from(),
         armed: true,
     };
-    let outcome = attempt(lock, &owner, ask, id, false, false, None).await;
+    let outcome = attempt(lock, &owner, ask, id, Intent::Try, None).await;
     leftovers.armed = matches!(
         outcome,
         Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_))
     );
     match outcome? {
         Outcome::Granted(hold) => Ok(Some(hold)),
-        Outcome::Busy(_) => Ok(None),
+        // (a try is never a probe)
+        Outcome::Unconfirmed | Outcome::Busy(_) => Ok(None),
     }
 }
 
@@ -284,6 +288,12 @@ async fn wait_loop<L: Seam>(
     // shared: the next attempt skips the function's fast path (for a free lock), which would
     // most likely fall through
     let mut busy = lock.contended_lately();
+    // the next attempt is expected to find the lock busy again: no release message came
+    // that concerns this waiter since an attempt did (or, for the first attempt, this
+    // client lately found the slot busy or shared). It goes as a probe, not confirmed:
+    // a waiter's refusals, most of a busy lock's calls, cost no `WAIT`; a grant it wins
+    // is sent again, confirmed, before it is believed (one call more, seldom)
+    let mut expect_busy = busy;
     loop {
         if sub.is_none() {
             if let Some(join) = lock.join() {
@@ -295,11 +305,20 @@ async fn wait_loop<L: Seam>(
         }
         leftovers.armed = true;
         *attempts += 1;
-        let attempt = attempt(lock, &owner, ask, id, true, busy, attempt_deadline);
+        // (an upgrade, rare, is always confirmed)
+        let intent = if expect_busy && matches!(ask, Ask::Hold(_)) && lock.confirms() {
+            Intent::Probe
+        } else if busy {
+            Intent::WaitBusy
+        } else {
+            Intent::Wait
+        };
+        let attempt = attempt(lock, &owner, ask, id, intent, attempt_deadline);
         let Some(outcome) = within(attempt_deadline, attempt).await else {
             give_up!();
         };
         attempt_deadline = deadline;
+        expect_busy = true;
         let wait = match outcome {
             Ok(Outcome::Granted(hold)) => {
                 leftovers.armed = false;
@@ -307,6 +326,16 @@ async fn wait_loop<L: Seam>(
                     observe::handed_over(lock.name(), hold.fence);
                 }
                 return Ok(hold);
+            }
+            Ok(Outcome::Unconfirmed) => {
+                // the same attempt (the same hold id: the function finds the hold and
+                // writes it again) at once, confirmed; its lease counts from then. Its
+                // confirmation is part of the attempt that won the grant, made in full
+                // as a first attempt is (see FIRST_ATTEMPT): a grant won in time is not
+                // thrown away because the deadline passed meanwhile
+                expect_busy = false;
+                attempt_deadline = deadline.map(|d| d.max(Instant::now() + FIRST_ATTEMPT));
+                continue;
             }
             Ok(Outcome::Busy(wait_ms)) => {
                 busy = true;
@@ -325,6 +354,7 @@ async fn wait_loop<L: Seam>(
                 | Error::Unavailable(_)
                 | Error::NotReplicated { .. }),
             ) if deadline.is_some() => {
+                expect_busy = false;
                 if matches!(e, Error::NotReplicated { .. }) {
                     // the undo of that grant runs in the background: a retry under
                     // the same id could be granted and then undone by it
@@ -359,6 +389,8 @@ async fn wait_loop<L: Seam>(
                     } => Some(w),
                     _ = tokio::time::sleep_until(until) => None,
                 };
+                // a message that concerns this waiter: its next attempt may well be a grant
+                expect_busy &= woken.is_none();
                 if let Some(Wake::Granted { id: handed, .. }) = woken {
                     // the releaser handed the lock to this waiter: the message only
                     // wakes it. The next attempt, under the same id, finds the hold on
@@ -382,8 +414,9 @@ async fn wait_loop<L: Seam>(
     }
 }
 
-/// One attempt (`wait`: the caller waits if it fails; `busy`: its last attempt found the
-/// lock busy, so the function's path for a free lock is skipped). Cancel safety comes from the
+/// One attempt, as `intent` says (a try, a waiter's attempt; for a new hold, the fast
+/// path skipped or a probe: not confirmed, a grant it wins is [`Outcome::Unconfirmed`];
+/// `Ask::Again` is always [`Intent::Again`]). Cancel safety comes from the
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
 /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
 /// so a grant that lands for a caller who is gone is released at once (and a queued
@@ -394,22 +427,17 @@ async fn attempt<L: Seam>(
     owner: &Arc<str>,
     ask: Ask,
     id: u64,
-    wait: bool,
-    busy: bool,
+    intent: Intent,
     deadline: Option<Instant>,
 ) -> Result<Outcome> {
     let sent = Instant::now();
     let reply = match ask {
-        Ask::Hold(mode) | Ask::Again(mode) => {
-            let intent = match (ask, wait) {
-                (Ask::Again(_), _) => Intent::Again,
-                (_, true) if busy => Intent::WaitBusy,
-                (_, true) => Intent::Wait,
-                (_, false) => Intent::Try,
-            };
-            lock.acquire(owner, mode, id, intent, deadline).await
+        Ask::Again(mode) => lock.acquire(owner, mode, id, Intent::Again, deadline).await,
+        Ask::Hold(mode) => lock.acquire(owner, mode, id, intent, deadline).await,
+        Ask::Upgrade { from } => {
+            let wait = intent != Intent::Try;
+            lock.upgrade(owner, from, id, wait, deadline).await
         }
-        Ask::Upgrade { from } => lock.upgrade(owner, from, id, wait, deadline).await,
     };
     let reply = match reply {
         Err(e @ Error::NotReplicated { .. }) => {
@@ -430,6 +458,7 @@ async fn attempt<L: Seam>(
         other => other?,
     };
     match reply {
+        Attempt::Granted { .. } if intent == Intent::Probe => Ok(Outcome::Unconfirmed),
         Attempt::Granted { fence, others } => {
             if others {
                 lock.mark_contended();

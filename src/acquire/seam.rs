@@ -31,9 +31,13 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     fn contended_lately(&self) -> bool;
     /// An attempt found the lock busy, or shared after its grant.
     fn mark_contended(&self);
+    /// Whether this client's grants are confirmed by replicas (a probe's grant is then
+    /// sent again to be confirmed; see [`Intent::Probe`]).
+    fn confirms(&self) -> bool;
     /// Subscribes to the lock's release messages: `None` when notifications are off.
     fn join(&self) -> Option<impl Future<Output = Self::Wakes> + Send + '_>;
-    /// One attempt at hold `id` of `mode` (see [`RawLock::acquire`]).
+    /// One attempt at hold `id` of `mode`, unconfirmed when a probe (see
+    /// [`RawLock::acquire`]).
     fn acquire<'a>(
         &'a self,
         owner: &'a str,
@@ -105,6 +109,9 @@ impl Seam for RawLock {
     }
     fn mark_contended(&self) {
         RawLock::mark_contended(self, Instant::now())
+    }
+    fn confirms(&self) -> bool {
+        RawLock::confirms(self)
     }
     fn join(&self) -> Option<impl Future<Output = Subscription> + Send + '_> {
         self.notifier().map(|n| n.join(self.channel(), self.slot()))

@@ -102,6 +102,9 @@ impl Seam for Fake {
     fn mark_contended(&self) {
         self.0.contended.store(true, Ordering::Relaxed);
     }
+    fn confirms(&self) -> bool {
+        true
+    }
     fn join(&self) -> Option<impl Future<Output = FakeWakes> + Send + '_> {
         let rx = self.0.wakes.as_ref().map(|tx| tx.subscribe());
         rx.map(|rx| async move { FakeWakes(rx) })
@@ -290,6 +293,7 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
                 id: 1,
                 intent: Intent::Wait
             },
+            // woken by a message that concerns it: confirmed at once, no probe
             Call::Acquire {
                 id: 1,
                 intent: Intent::WaitBusy
@@ -300,7 +304,10 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
-    let lock = Fake::new(true, vec![granted(1), granted_shared(2), granted(3)]);
+    let lock = Fake::new(
+        true,
+        vec![granted(1), granted_shared(2), granted(3), granted(3)],
+    );
     let ask = Ask::Hold(Mode::Write);
     // a free lock, as far as the client knows: the fast path is tried
     let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
@@ -310,8 +317,10 @@ async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
     let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
     assert!(g.others);
     assert!(lock.contended_lately());
-    // and the next wait's first attempt skips the fast path
-    wait(&lock, OWNER.into(), ask, None).await.expect("granted");
+    // and the next wait's first attempt skips the fast path, and goes as a probe (most
+    // likely busy): the grant it wins is sent again, confirmed, before it is believed
+    let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
+    assert_eq!((g.id, g.fence), (3, 3));
     let intents: Vec<Intent> = lock
         .calls()
         .into_iter()
@@ -320,7 +329,10 @@ async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
             _ => None,
         })
         .collect();
-    assert_eq!(intents, [Intent::Wait, Intent::Wait, Intent::WaitBusy]);
+    assert_eq!(
+        intents,
+        [Intent::Wait, Intent::Wait, Intent::Probe, Intent::WaitBusy]
+    );
     // a busy attempt marks it too, a try included (and a try keeps its own intent)
     let lock = Fake::new(true, vec![busy(5)]);
     assert!(try_once(&lock, OWNER.into(), ask).await.unwrap().is_none());
@@ -336,18 +348,85 @@ async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn without_messages_a_waiter_looks_again_at_the_retry_interval() {
-    let lock = Fake::new(false, vec![busy(20_000), granted(3)]);
+    let lock = Fake::new(false, vec![busy(20_000), granted(3), granted(3)]);
     let began = Instant::now();
     let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Read), None).await;
     assert_eq!(g.expect("granted").fence, 3);
     assert_eq!(began.elapsed(), lock.config().retry_interval);
+    // a look with no message since the busy attempt is a probe, its grant confirmed next
+    let intents: Vec<Intent> = lock
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Acquire { intent, id: 1 } => Some(intent),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(intents, [Intent::Wait, Intent::Probe, Intent::WaitBusy]);
+}
+
+/// A probe refused (most of a busy lock's calls) costs no confirmation, and the waiter
+/// goes on as after any refusal; a grant is believed only from a confirmed attempt, and
+/// one that errs after a probe's grant leaves the attempt to be withdrawn.
+#[tokio::test(start_paused = true)]
+async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_before_it_counts() {
+    // a waiter whose lock was busy lately: probes while no message concerns it
+    let lock = Fake::new(true, vec![busy(10), busy(10), granted(4), granted(4)]);
+    lock.mark_contended();
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+    assert_eq!(g.expect("granted").fence, 4);
+    let intents: Vec<Intent> = lock
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Acquire { intent, .. } => Some(intent),
+            _ => None,
+        })
+        .collect();
+    use Intent::{Probe, WaitBusy};
+    assert_eq!(intents, [Probe, Probe, Probe, WaitBusy]);
+    // the confirmed attempt fails: nothing is believed, the attempt is withdrawn
+    let lock = Fake::new(true, vec![granted(4), unavailable()]);
+    lock.mark_contended();
+    let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    settle().await;
+    assert_eq!(
+        lock.calls().last(),
+        Some(&Call::Withdraw { id: 1, from: None })
+    );
+    // a probe's grant is confirmed in full however short the timeout (zero too), as a
+    // first attempt is: a grant won in time is not thrown away
+    let slow_grant = (
+        Duration::from_millis(1),
+        Ok(Attempt::Granted {
+            fence: 5,
+            others: false,
+        }),
+    );
+    let lock = Fake::new(true, vec![granted(5), slow_grant]);
+    lock.mark_contended();
+    let g = wait(
+        &lock,
+        OWNER.into(),
+        Ask::Hold(Mode::Write),
+        Some(Duration::ZERO),
+    )
+    .await;
+    assert_eq!(g.expect("granted within a zero timeout").fence, 5);
+    // an upgrade is never a probe
+    let lock = Fake::new(true, vec![busy(10), granted(6)]);
+    lock.mark_contended();
+    let g = wait(&lock, OWNER.into(), Ask::Upgrade { from: 9 }, None).await;
+    assert_eq!(g.expect("upgraded").fence, 6);
+    assert_eq!(lock.calls().len(), 2, "{:?}", lock.calls());
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_waiter_comes_back_before_its_queue_entry_lapses() {
     // told to wait longer than its queue entry lives (a lease), it attempts again at a
     // third of the lease, which refreshes the entry
-    let lock = Fake::new(true, vec![busy(600_000), granted(5)]);
+    let lock = Fake::new(true, vec![busy(600_000), granted(5), granted(5)]);
     let began = Instant::now();
     let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
     assert_eq!(g.expect("granted").fence, 5);

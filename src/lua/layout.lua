@@ -15,8 +15,10 @@ local LAYOUT = '4'
 -- it reads a revision 1 hash (that mark is dropped). Revision 1 does not read revision
 -- 2's reader places: a server keeps the newest revision loaded. Revision 3 adds
 -- conditions and checks up front to guarded calls, and breaking one client's holds and
--- places to force_release; it answers revision 1 and 2 calls as they did.
-local REVISION = 3
+-- places to force_release; it answers revision 1 and 2 calls as they did. Revision 4
+-- writes a grant sent again (the same owner and hold id) back even when nothing in it
+-- changed, so that the WAIT after that call covers the grant (see lib.lua's regrant).
+local REVISION = 4
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

@@ -42,6 +42,8 @@ local quiet
 local advanced
 -- the expired entries were looked for in this call (see prune)
 local pruned
+-- the call must write the summary even when it is unchanged (see regrant)
+local rewrite
 -- fields read so far (false: absent), and the writes not sent yet (false: delete)
 local cache, W
 -- the server's time, read once per call: ms and µs
@@ -129,7 +131,7 @@ local function begin(keys, argv, owner_arg)
   fence, held, dl, du, qh, qt, rg, ex = nil, 0, nil, 0, 0, 0, nil, nil
   writer, upgrader, pending, pending_lease, pending_from = S[2] or nil, nil, nil, nil, nil
   lone, lone_field = nil, nil
-  quiet, pruned, advanced = false, false, false
+  quiet, pruned, advanced, rewrite = false, false, false, false
   cache, W = {}, {}
   local lone_hold = nil
   if not existed then
@@ -440,11 +442,16 @@ end
 -- A call sent again finds the hold `h` its first sending granted: its deadline is set
 -- anew from now, as for a grant (the client counts the lease from the send time of the
 -- call whose reply it got), and written back, so that the call writes: a WAIT after it
--- then covers the grant, whichever connection made it.
+-- then covers the grant, whichever connection made it (a hold handed over by another
+-- client's release, a first sending on a connection since lost). Written back even
+-- when nothing changed (the same millisecond as the grant, the hold kept in the
+-- summary): a call that writes nothing moves its connection's replication offset
+-- nowhere, and its WAIT would confirm only what that connection wrote before.
 local function regrant(o, e, h, lease)
   if now + lease > h[4] then h[4], h[5] = now + lease, lease end
   put('o:' .. o, format_owner(e))
   deadline_set(h[4])
+  rewrite = true
 end
 
 -- adds a hold for owner `o` (whose entry is `e`, or nil) and returns its fence
@@ -599,7 +606,7 @@ local function finish()
     local expiry = expiry_for(du, now, ex)
     if expiry then ex = expiry end
     local summary = format_summary(fence, held, dl, du, qh, qt, rg, ex, alone_hold, alone)
-    if summary ~= before_s then
+    if summary ~= before_s or rewrite then
       set[#set + 1] = 's'
       set[#set + 1] = summary
     end

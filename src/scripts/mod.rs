@@ -131,6 +131,11 @@ pub(crate) enum Intent {
     /// its fast path (for a free lock), whose read would be wasted (one call less per
     /// attempt of a waiter).
     WaitBusy,
+    /// As `WaitBusy`, from a waiter that expects to find the lock busy again (no release
+    /// message concerned it since): sent without confirmation, so that a refusal costs
+    /// no `WAIT`; a grant it wins is not believed until the same attempt, sent again as
+    /// `WaitBusy`, is confirmed (see `acquire`).
+    Probe,
 }
 
 impl Intent {
@@ -139,7 +144,7 @@ impl Intent {
             Intent::Try => "0",
             Intent::Wait => "1",
             Intent::Again => "2",
-            Intent::WaitBusy => "3",
+            Intent::WaitBusy | Intent::Probe => "3",
         }
     }
 }
@@ -192,8 +197,15 @@ mod tests {
             ["r", "w", "u"]
         );
         assert_eq!(
-            [Intent::Try, Intent::Wait, Intent::Again, Intent::WaitBusy].map(Intent::arg),
-            ["0", "1", "2", "3"]
+            [
+                Intent::Try,
+                Intent::Wait,
+                Intent::Again,
+                Intent::WaitBusy,
+                Intent::Probe
+            ]
+            .map(Intent::arg),
+            ["0", "1", "2", "3", "3"]
         );
     }
 
