@@ -289,11 +289,14 @@ async fn wait_loop<L: Seam>(
     // most likely fall through
     let mut busy = lock.contended_lately();
     // the next attempt is expected to find the lock busy again: no release message came
-    // that concerns this waiter since an attempt did (or, for the first attempt, this
-    // client lately found the slot busy or shared). It goes as a probe, not confirmed:
-    // a waiter's refusals, most of a busy lock's calls, cost no `WAIT`; a grant it wins
-    // is sent again, confirmed, before it is believed (one call more, seldom)
-    let mut expect_busy = busy;
+    // that concerns this waiter since an attempt did (or, for a writer's first attempt,
+    // this client lately found the slot busy or shared; not for a reader's, which a
+    // lock shared by readers grants at once). It goes as a probe, not confirmed: a
+    // waiter's refusals, most of a busy lock's calls, cost no `WAIT`; a grant it wins is
+    // sent again, confirmed, before it is believed (one call more, and the hold kept on
+    // the server a round trip longer than its holder uses it: so only where a refusal
+    // is likely)
+    let mut expect_busy = busy && ask == Ask::Hold(Mode::Write);
     loop {
         if sub.is_none() {
             if let Some(join) = lock.join() {

@@ -414,6 +414,29 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
     )
     .await;
     assert_eq!(g.expect("granted within a zero timeout").fence, 5);
+    // a reader's first attempt on a slot found busy or shared lately is not a probe (a
+    // lock shared by readers grants it at once); its attempt after a refusal is
+    let lock = Fake::new(true, vec![granted(7), busy(10), granted(8), granted(8)]);
+    lock.mark_contended();
+    let read = Ask::Hold(Mode::Read);
+    assert_eq!(
+        wait(&lock, OWNER.into(), read, None).await.unwrap().fence,
+        7
+    );
+    assert_eq!(
+        wait(&lock, OWNER.into(), read, None).await.unwrap().fence,
+        8
+    );
+    let intents: Vec<Intent> = lock
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Acquire { intent, .. } => Some(intent),
+            _ => None,
+        })
+        .collect();
+    use Intent::{Probe as P, WaitBusy as B};
+    assert_eq!(intents, [B, B, P, B]);
     // an upgrade is never a probe
     let lock = Fake::new(true, vec![busy(10), granted(6)]);
     lock.mark_contended();
