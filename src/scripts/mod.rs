@@ -131,8 +131,9 @@ pub(crate) enum Intent {
     /// its fast path (for a free lock), whose read would be wasted (one call less per
     /// attempt of a waiter).
     WaitBusy,
-    /// As `WaitBusy`, from a waiter that expects to find the lock busy again (no release
-    /// message concerned it since): sent without confirmation, so that a refusal costs
+    /// As `WaitBusy`, from a waiter that expects to find the lock busy (no release
+    /// message concerned it since its last refusal; or a writer's first attempt on a
+    /// slot found busy or shared lately): sent without confirmation, so that a refusal costs
     /// no `WAIT`; a grant it wins is not believed until the same attempt, sent again as
     /// `WaitBusy`, is confirmed (see `acquire`).
     Probe,
