@@ -54,6 +54,17 @@ impl Fake {
         self.0.calls.lock().unwrap().clone()
     }
 
+    /// The intents of the acquire attempts made, in order.
+    fn intents(&self) -> Vec<Intent> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Acquire { intent, .. } => Some(intent),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn log(&self, call: Call) {
         self.0.calls.lock().unwrap().push(call);
     }
@@ -321,14 +332,7 @@ async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
     // likely busy): the grant it wins is sent again, confirmed, before it is believed
     let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
     assert_eq!((g.id, g.fence), (3, 3));
-    let intents: Vec<Intent> = lock
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Acquire { intent, .. } => Some(intent),
-            _ => None,
-        })
-        .collect();
+    let intents = lock.intents();
     assert_eq!(
         intents,
         [Intent::Wait, Intent::Wait, Intent::Probe, Intent::WaitBusy]
@@ -354,14 +358,7 @@ async fn without_messages_a_waiter_looks_again_at_the_retry_interval() {
     assert_eq!(g.expect("granted").fence, 3);
     assert_eq!(began.elapsed(), lock.config().retry_interval);
     // a look with no message since the busy attempt is a probe, its grant confirmed next
-    let intents: Vec<Intent> = lock
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Acquire { intent, id: 1 } => Some(intent),
-            _ => None,
-        })
-        .collect();
+    let intents = lock.intents();
     assert_eq!(intents, [Intent::Wait, Intent::Probe, Intent::WaitBusy]);
 }
 
@@ -375,14 +372,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
     lock.mark_contended();
     let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
     assert_eq!(g.expect("granted").fence, 4);
-    let intents: Vec<Intent> = lock
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Acquire { intent, .. } => Some(intent),
-            _ => None,
-        })
-        .collect();
+    let intents = lock.intents();
     use Intent::{Probe, WaitBusy};
     assert_eq!(intents, [Probe, Probe, Probe, WaitBusy]);
     // the confirmed attempt fails: nothing is believed, the attempt is withdrawn
@@ -427,16 +417,8 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
         wait(&lock, OWNER.into(), read, None).await.unwrap().fence,
         8
     );
-    let intents: Vec<Intent> = lock
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Acquire { intent, .. } => Some(intent),
-            _ => None,
-        })
-        .collect();
-    use Intent::{Probe as P, WaitBusy as B};
-    assert_eq!(intents, [B, B, P, B]);
+    let intents = lock.intents();
+    assert_eq!(intents, [WaitBusy, WaitBusy, Probe, WaitBusy]);
     // an upgrade is never a probe
     let lock = Fake::new(true, vec![busy(10), granted(6)]);
     lock.mark_contended();
