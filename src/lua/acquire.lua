@@ -119,12 +119,12 @@ local function acquire(KEYS, ARGV)
           q = {reader = true, ticket = join_readers()}
         else
           q = {reader = false, ticket = qt}
-          put('t:' .. fmt(qt), owner)
           qt = qt + 1
         end
       end
       q.deadline, q.id, q.lease = now + lease, id, lease
       put('q:' .. owner, format_queued(q))
+      if not q.reader then put('t:' .. fmt(q.ticket), format_ticket(owner, q)) end
       deadline_set(q.deadline)
     end
   end

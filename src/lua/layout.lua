@@ -18,7 +18,9 @@ local LAYOUT = '4'
 -- places to force_release; it answers revision 1 and 2 calls as they did. Revision 4
 -- writes a grant sent again (the same owner and hold id) back even when nothing in it
 -- changed, so that the WAIT after that call covers the grant (see lib.lua's regrant).
-local REVISION = 4
+-- Revision 5 writes a queued writer's place numbers in its ticket field as well, so
+-- that a hand-off reads one field; it reads a revision 4 ticket (a bare owner token).
+local REVISION = 5
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

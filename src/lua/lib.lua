@@ -244,11 +244,15 @@ local function has_upgradable(e)
   return false
 end
 
--- The queue: tickets qh .. qt-1, each 't:<ticket>' naming a queued writer (its owner),
--- or a group of readers ('r <count>': readers that came one after another, behind the
--- same writers, go in together). A place in it, 'q:<owner>' =
--- '[r]<ticket> <deadline-ms> <hold id> <lease-ms>', 'r' for a reader (or upgradable
--- reader) in the group of that ticket. Returns a table, or nil when malformed.
+-- The queue: tickets qh .. qt-1, each 't:<ticket>' naming a queued writer
+-- ('<owner> <deadline-ms> <hold id> <lease-ms>'), or a group of readers ('r <count>':
+-- readers that came one after another, behind the same writers, go in together). A
+-- place in it, 'q:<owner>' = '[r]<ticket> <deadline-ms> <hold id> <lease-ms>', 'r' for
+-- a reader (or upgradable reader) in the group of that ticket. A writer's ticket
+-- carries its place's numbers too (both fields are written together): the release that
+-- hands the lock over reads the head's one field, not two (its owner's place is read by
+-- the owner's own calls, in the HMGET every call makes). Returns a table, or nil when
+-- malformed.
 local function parse_queued(v)
   local r, tk, d, id, lease = string.match(v, '^(r?)(%d+) (%d+) (%d+) (%d+)$')
   if tk == nil then return nil end
@@ -273,6 +277,25 @@ end
 local function format_queued(q)
   local r = q.reader and 'r' or ''
   return r .. fmt(q.ticket) .. ' ' .. fmt(q.deadline) .. ' ' .. q.id .. ' ' .. fmt(q.lease)
+end
+
+-- A writer's place `q`, of owner `o`, as its ticket field carries it.
+local function format_ticket(o, q)
+  return o .. ' ' .. fmt(q.deadline) .. ' ' .. q.id .. ' ' .. fmt(q.lease)
+end
+
+-- The writer a ticket field `v` of ticket `t` names, and its place: nil when `v` is not a
+-- writer's (a reader group's 'r <count>'). A bare owner token, as revision 4 wrote it,
+-- is read through that owner's place.
+local function ticket_writer(v, t)
+  local o, d, id, lease = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
+  if o ~= nil then
+    return o, {reader = false, ticket = t, deadline = tonumber(d), id = id, lease = tonumber(lease)}
+  end
+  if string.find(v, ' ', 1, true) then return nil end
+  local q = queued_entry(v)
+  if q and not q.reader and q.ticket == t then return v, q end
+  return v, nil
 end
 
 -- a deadline was set: keep the bounds and the key's TTL on it
@@ -366,15 +389,16 @@ end
 local function head()
   while qh < qt do
     local t = 't:' .. fmt(qh)
-    local o = get(t)
-    if o then
-      local n = group_size(o)
+    local v = get(t)
+    if v then
+      local n = group_size(v)
       if n then
         if n > 0 then return nil, nil, qh end
       else
-        local q = queued_entry(o)
-        if q and not q.reader and q.ticket == qh and q.deadline > now then return o, q end
-        if q and not q.reader and q.ticket == qh then del('q:' .. o) end
+        local o, q = ticket_writer(v, qh)
+        if q and q.deadline > now then return o, q end
+        -- a writer whose place lapsed: its place goes with its ticket
+        if q then del('q:' .. o) end
       end
     end
     del(t)

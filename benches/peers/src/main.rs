@@ -21,7 +21,7 @@
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|rslock|rds_lock|floor|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -84,6 +84,15 @@ async fn run() -> Result<(), BoxError> {
                 )
                 .await?
             }
+            "master_only" => {
+                measured(
+                    &probe,
+                    "cluster-rwlock, MasterOnly",
+                    secs,
+                    ours(&seeds, secs, &tag, TASKS, Durability::MasterOnly),
+                )
+                .await?
+            }
             "rslock" => {
                 measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?
             }
@@ -105,7 +114,11 @@ async fn run() -> Result<(), BoxError> {
                 )
                 .await?
             }
-            other => return Err(format!("--only {other}: ours, rslock, rds_lock or floor").into()),
+            other => {
+                return Err(
+                    format!("--only {other}: ours, master_only, rslock, rds_lock or floor").into(),
+                )
+            }
         };
         let (cmd, cpu, client) = row.per_cycle;
         println!(
