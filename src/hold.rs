@@ -115,10 +115,15 @@ impl Hold {
     }
 
     /// A hold granted by `granted` (and confirmed as the configuration says): believed
-    /// for a lease (less the clock margin) from the moment its call was sent; renewed
-    /// from now on.
+    /// for a lease, or the lease left that the grant said (a hold handed over while
+    /// queued), less the clock margin, from the moment its call was sent; renewed from
+    /// now on.
     fn new(raw: RawLock, owner: Arc<str>, granted: Acquired) -> Hold {
-        let until = raw.keeper().belief(granted.sent, raw.lease());
+        let lease = match granted.left {
+            Some(left) => left.min(raw.lease()),
+            None => raw.lease(),
+        };
+        let until = raw.keeper().belief(granted.sent, lease);
         Hold::believed_until(raw, owner, granted, until)
     }
 
@@ -258,6 +263,7 @@ impl Hold {
                     mode,
                     sent,
                     others: self.others,
+                    left: None,
                 };
                 Ok(Hold::believed_until(raw, owner, granted, until))
             }

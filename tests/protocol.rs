@@ -105,9 +105,44 @@ async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
     assert_eq!(handed[..3], ["g", "o3", "9"], "{said}");
     let f2: u64 = handed[3].parse().unwrap();
     assert!(f2 > f1);
-    // the message is not a grant: the writer's next attempt under the same hold id is
-    let g2 = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o3", "9", "30000", "3"]).await);
+    // the writer's place stays until its own call takes the hold: the head moved past it,
+    // and the state lists it as the holder, not as waiting
+    assert!(c
+        .hget::<Option<String>, _, _>(&key, "q:o3")
+        .await
+        .unwrap()
+        .is_some());
+    let st = parts(fcall(&c, "rwlock4_state", &key, &[]).await);
+    assert_eq!(text(&parts(st[2].clone())[0]), "o3");
+    assert!(parts(st[3].clone()).is_empty(), "{st:?}");
+    // the message is not a grant: the writer's next attempt under the same hold id is.
+    // It takes the hold with the lease its place had left (a fourth element: ms left,
+    // at most the lease), and removes its place: the write its WAIT covers
+    let slot = cluster_rwlock::slot::key_slot(key.as_bytes());
+    let before = master_offset(cluster, slot).await;
+    let g2 = parts(
+        fcall(
+            &c,
+            "rwlock4_acquire",
+            &key,
+            &["w", "o3", "9", "30000", "3", "1"],
+        )
+        .await,
+    );
     assert_eq!((int(&g2[0]), text(&g2[1])), (1, f2.to_string()), "{g2:?}");
+    let left = int(&g2[3]);
+    assert!(left > 20_000 && left <= 30_000, "{g2:?}");
+    assert!(
+        master_offset(cluster, slot).await > before,
+        "the take writes"
+    );
+    for field in ["q:o3", "t:0"] {
+        let v: Option<String> = c.hget(&key, field).await.unwrap();
+        assert_eq!(v, None, "{field}");
+    }
+    // sent again, it finds no place: the hold is written back, a whole lease from now
+    let g3 = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o3", "9", "30000", "3"]).await);
+    assert_eq!((int(&g3[0]), g3.len()), (1, 3), "{g3:?}");
 
     // a renewal names the holds still held; an unknown owner's are gone
     let n = parts(fcall(&c, "rwlock4_renew", &key, &["20000", "o3 9", "o1 1"]).await);
@@ -337,7 +372,11 @@ async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
     );
     let handed = next!();
     assert!(handed.starts_with("g w2 1 "), "{handed}");
-    assert_eq!(int(&acquire("w", "w2", "3").await[0]), 1);
+    // (a client that does not say it counts the lease left: renewed for a whole lease,
+    // and told nothing more)
+    let took = acquire("w", "w2", "3").await;
+    assert_eq!((int(&took[0]), took.len()), (1, 3), "{took:?}");
+    assert_eq!(field("q:w2".into()).await, None);
     assert_eq!(
         int(&parts(fcall(&c, "rwlock4_release", &key, &["w2", "1"]).await)[0]),
         1

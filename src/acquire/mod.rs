@@ -83,6 +83,9 @@ pub(crate) struct Acquired {
     pub mode: Mode,
     /// When the call that won it was sent: its lease counts from then.
     pub sent: Instant,
+    /// The lease left from `sent` when less than a whole one (a hold handed over while
+    /// its waiter was queued); `None`: a whole lease.
+    pub left: Option<Duration>,
     /// The grant said that another owner held, or someone waited, right after it: the
     /// release skips the function's path for a lone holder (see `Attempt::Granted`).
     pub others: bool,
@@ -462,7 +465,11 @@ async fn attempt<L: Seam>(
     };
     match reply {
         Attempt::Granted { .. } if intent == Intent::Probe => Ok(Outcome::Unconfirmed),
-        Attempt::Granted { fence, others } => {
+        Attempt::Granted {
+            fence,
+            others,
+            left_ms,
+        } => {
             if others {
                 lock.mark_contended();
             }
@@ -472,6 +479,7 @@ async fn attempt<L: Seam>(
                 mode: ask.mode(),
                 sent,
                 others,
+                left: left_ms.map(Duration::from_millis),
             }))
         }
         Attempt::Busy { wait_ms } => {

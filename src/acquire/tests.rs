@@ -166,6 +166,7 @@ fn granted(fence: u64) -> (Duration, Result<Attempt>) {
         Ok(Attempt::Granted {
             fence,
             others: false,
+            left_ms: None,
         }),
     )
 }
@@ -177,6 +178,7 @@ fn granted_shared(fence: u64) -> (Duration, Result<Attempt>) {
         Ok(Attempt::Granted {
             fence,
             others: true,
+            left_ms: None,
         }),
     )
 }
@@ -392,6 +394,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
         Ok(Attempt::Granted {
             fence: 5,
             others: false,
+            left_ms: None,
         }),
     );
     let lock = Fake::new(true, vec![granted(5), slow_grant]);
@@ -545,6 +548,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(Attempt::Granted {
             fence: 2,
             others: false,
+            left_ms: None,
         }),
     );
     let lock = Fake::new(true, vec![slow]);
@@ -562,6 +566,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(Attempt::Granted {
             fence: 3,
             others: false,
+            left_ms: None,
         }),
     );
     let lock = Fake::new(true, vec![slower]);
@@ -599,4 +604,34 @@ async fn try_once_is_one_attempt_and_an_upgrade_deadlock_is_an_error() {
     let r = try_once(&lock, OWNER.into(), Ask::Upgrade { from: 8 }).await;
     assert_eq!(r.expect("granted").map(|g| g.mode), Some(Mode::Write));
     assert_eq!(lock.calls(), vec![Call::Upgrade { from: 8, to: 1 }]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
+    // the attempt finds a hold handed over with 2.5 s of its lease left: that much counts
+    // from the attempt's send time, no more
+    let handed = || {
+        (
+            Duration::ZERO,
+            Ok(Attempt::Granted {
+                fence: 9,
+                others: false,
+                left_ms: Some(2_500),
+            }),
+        )
+    };
+    let lock = Fake::new(false, vec![handed()]);
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None)
+        .await
+        .unwrap();
+    assert_eq!(g.fence, 9);
+    assert_eq!(g.left, Some(Duration::from_millis(2_500)));
+    // found by a probe (no message since the refusal), it is sent again, confirmed; the
+    // function then finds no place to remove and renews the hold for a whole lease
+    let lock = Fake::new(false, vec![busy(10), handed(), granted(9)]);
+    let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None)
+        .await
+        .unwrap();
+    assert_eq!((g.fence, g.left), (9, None));
+    assert_eq!(lock.intents()[1..], [Intent::Probe, Intent::WaitBusy]);
 }

@@ -18,11 +18,18 @@
 --          holds already (a guard
 --          taking another hold as its owner), never waits; '3': as '1', from a caller
 --          whose last attempt found the lock busy (fast_acquire.lua is skipped)
+-- ARGV[6]  (optional) '1': the caller counts the lease a taken hand-off has left (the
+--          fourth element of the reply below); without it, such a hold is renewed for a
+--          whole lease from the call
 -- Returns
 --   {1, fence, others}  granted (fence as a decimal string); others: 1 when another
 --                 owner holds or anyone waits after this grant, else 0 (a hint, not a
 --                 promise: the client skips the fast paths of this hold's release and
---                 of its next attempt, which would most likely fall through)
+--                 of its next attempt, which would most likely fall through); its lease
+--                 is ARGV[4] ms from the call
+--   {1, fence, others, left}  (ARGV[6] '1') a hold a release handed over while this
+--                 writer was queued, taken: its lease is `left` ms from the call (at
+--                 most ARGV[4])
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
 --   {-1}          write asked by an owner that holds only read: upgrade deadlock
 --   {-3, type}, {-4, field}: see lib
@@ -43,20 +50,32 @@ local function acquire(KEYS, ARGV)
   if bad then return {-4, bad} end
   local mine = owner_entry(owner)
   if mine == false then return {-4, 'o:' .. owner} end
+  -- this owner's place in the queue, if it has one
+  local q = queued_entry(owner)
+  if q == false then return {-4, 'q:' .. owner} end
   if mine ~= nil then
-    -- a retry of a granted attempt, or a hold handed over while this writer was queued
+    -- a hold handed over while this writer was queued, or a retry of a granted attempt
     for _, h in ipairs(mine.holds) do
       if h[2] == id then
+        if q and not q.reader and q.id == id and passed(q) then
+          local counts_left = ARGV[6] == '1'
+          local left = take_handed(owner, mine, h, q, lease, counts_left)
+          finish()
+          if counts_left then return {1, h[3], others(), left} end
+          return {1, h[3], others()}
+        end
         regrant(owner, mine, h, lease)
         finish()
         return {1, h[3], others()}
       end
     end
   end
-
-  -- this owner's place in the queue, if it has one
-  local q = queued_entry(owner)
-  if q == false then return {-4, 'q:' .. owner} end
+  if q and not q.reader and passed(q) then
+    -- the place of a hold handed over that is gone since (broken, given back): no
+    -- place in the queue any more
+    dequeue(owner, q)
+    q = nil
+  end
   -- (the queue's head is read only where it decides: a busy lock's attempt reads none)
   local granted = false
   if mode == 'w' then
@@ -77,7 +96,7 @@ local function acquire(KEYS, ARGV)
       -- when their group is first in the queue, a new reader when no writer is queued
       -- at all (the queue is empty, or is one reader group)
       local hw, _, hg = head()
-      if q and q.reader and q.ticket < qh then
+      if q and q.reader and passed(q) then
         -- its place passed by (its group was dropped): it comes as a new reader
         del('q:' .. owner)
         q = nil

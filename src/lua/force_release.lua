@@ -47,6 +47,10 @@ local function force_release(KEYS, ARGV)
           if e ~= nil then
             removed = removed + #e.holds
             for j = #e.holds, 1, -1 do remove_hold(o, e, e.holds[j][2]) end
+            -- the place of a hand-off it had not taken yet goes with the hold (nobody
+            -- else would remove it: it is below the queue's head)
+            local q = queued_entry(o)
+            if q and not q.reader and passed(q) then dequeue(o, q) end
           end
         else
           local q = queued_entry(o)

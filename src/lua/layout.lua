@@ -19,7 +19,10 @@ local LAYOUT = '4'
 -- writes a grant sent again (the same owner and hold id) back even when nothing in it
 -- changed, so that the WAIT after that call covers the grant (see lib.lua's regrant).
 -- Revision 5 writes a queued writer's place numbers in its ticket field as well, so
--- that a hand-off reads one field; it reads a revision 4 ticket (a bare owner token).
+-- that a hand-off reads one field (it reads a revision 4 ticket, a bare owner token),
+-- and leaves the place of a writer handed the lock to the writer's own call that takes
+-- the hold, whose reply then says the lease left when the caller asks for it (a revision
+-- 4 client does not, and has that hold renewed for a whole lease from its call).
 local REVISION = 5
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that

@@ -457,6 +457,13 @@ local function dequeue(o, q)
   end
 end
 
+-- Whether place `q` is one the queue's head has passed: a writer's that a release
+-- handed the lock to (its own next call removes it), or a reader's whose group was
+-- dropped.
+local function passed(q)
+  return q.ticket < qh
+end
+
 -- the fence of a grant now (see fence_after)
 local function next_fence()
   fence = fence_after(fence, now_us)
@@ -476,6 +483,20 @@ local function regrant(o, e, h, lease)
   put('o:' .. o, format_owner(e))
   deadline_set(h[4])
   rewrite = true
+end
+
+-- The waiter whose writer's place `q` the lock was handed over for takes hold `h` (of
+-- its entry `e`): its place goes, and that deletion is the write the WAIT after this
+-- call covers (the hand-off before it in the replication stream with it). The hold keeps
+-- the deadline the hand-off gave it (its place's: at least a lease from the waiter's
+-- last attempt, which renews its place every third of a lease), which the reply says;
+-- it is renewed here only when less than half a lease is left, or when the caller
+-- does not say it counts the lease left (`counts_left` false: a client that counts a
+-- whole lease from its call). Returns the ms left.
+local function take_handed(o, e, h, q, lease, counts_left)
+  dequeue(o, q)
+  if not counts_left or h[4] - now < lease / 2 then regrant(o, e, h, lease) end
+  return h[4] - now
 end
 
 -- adds a hold for owner `o` (whose entry is `e`, or nil) and returns its fence
@@ -577,7 +598,14 @@ local function finish()
   if writer == nil and msg == nil then
     local o, q, g = head()
     if o ~= nil and held == 0 then
-      dequeue(o, q)
+      -- the queue's head moves past the writer, whose place stays where it is: the
+      -- writer's own call that takes the hold removes it (see take_handed), and that
+      -- removal is the write its WAIT covers. A place below the head is no place in the
+      -- queue (see passed): nothing else reads it, and it lapses with the hold
+      qh = qh + 1
+      advanced = true
+      -- it holds nothing (nobody does): it has no field of its own
+      cache['o:' .. o] = false
       -- the hold lasts until the queue entry would have lapsed, not a lease from now: a
       -- writer that died or gave up while queued blocks the lock no longer than its
       -- entry would have (the live one renews it when it takes it)

@@ -46,7 +46,9 @@ local function state(KEYS, ARGV)
     elseif p == 'q:' then
       local q = parse_queued(v)
       if q == nil then return {-4, f} end
-      if q.deadline > now then
+      -- (a writer's place the head passed is the place of a hold handed over, not taken
+      -- yet: its owner is listed among the holders)
+      if q.deadline > now and (q.reader or q.ticket >= qh) then
         local line = waiting
         if q.reader then line = readers end
         line[#line + 1] = {q.ticket, string.sub(f, 3)}

@@ -50,6 +50,10 @@ pub(crate) enum Attempt {
         /// Another owner held, or someone waited, right after the grant (a hint: the
         /// fast paths of this hold's release and of the next attempt are skipped).
         others: bool,
+        /// The lease left, in ms, when less than a whole lease from the call is (a hold
+        /// handed over while queued keeps the deadline its place had: see
+        /// `lua/acquire.lua`); `None`: a whole lease.
+        left_ms: Option<u64>,
     },
     Busy {
         wait_ms: u64,

@@ -67,6 +67,7 @@ pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, Attempt)) -> Res
         1 => Ok(Attempt::Granted {
             fence: number(parts.get(1))?,
             others: others(parts.get(2))?,
+            left_ms: parts.get(3).map(|v| number(Some(v))).transpose()?,
         }),
         0 => Ok(Attempt::Busy {
             wait_ms: number(parts.get(1))?,
@@ -237,9 +238,35 @@ mod tests {
             attempt("acquire", &granted, deadlock).unwrap(),
             Attempt::Granted {
                 fence: 77,
-                others: false
+                others: false,
+                left_ms: None,
             }
         );
+        // a hold handed over while queued: the lease left, in ms
+        let handed = reply(vec![
+            Value::Integer(1),
+            Value::from("79"),
+            Value::Integer(1),
+            Value::Integer(2500),
+        ]);
+        assert_eq!(
+            attempt("acquire", &handed, deadlock).unwrap(),
+            Attempt::Granted {
+                fence: 79,
+                others: true,
+                left_ms: Some(2500),
+            }
+        );
+        let negative = reply(vec![
+            Value::Integer(1),
+            Value::from("79"),
+            Value::Integer(1),
+            Value::Integer(-5),
+        ]);
+        assert!(matches!(
+            attempt("acquire", &negative, deadlock),
+            Err(Error::Protocol(_))
+        ));
         // the general path's hint that others held or waited; any other value is refused
         for (hint, others) in [(0, false), (1, true)] {
             let granted = reply(vec![
@@ -249,7 +276,11 @@ mod tests {
             ]);
             assert_eq!(
                 attempt("acquire", &granted, deadlock).unwrap(),
-                Attempt::Granted { fence: 78, others }
+                Attempt::Granted {
+                    fence: 78,
+                    others,
+                    left_ms: None
+                }
             );
         }
         let odd = reply(vec![
