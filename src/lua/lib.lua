@@ -604,8 +604,11 @@ local function finish()
       -- queue (see passed): nothing else reads it, and it lapses with the hold
       qh = qh + 1
       advanced = true
-      -- it holds nothing (nobody does): it has no field of its own
-      cache['o:' .. o] = false
+      -- it holds nothing (nobody does; a queued writer never holds): it has no field
+      -- of its own. (Should this call have read or written that field, the buffer
+      -- knows better, and finish() deletes it as it would any other.)
+      local field = 'o:' .. o
+      if cache[field] == nil and W[field] == nil then cache[field] = false end
       -- the hold lasts until the queue entry would have lapsed, not a lease from now: a
       -- writer that died or gave up while queued blocks the lock no longer than its
       -- entry would have (the live one renews it when it takes it)
