@@ -120,7 +120,7 @@ impl Hold {
     /// now on.
     fn new(raw: RawLock, owner: Arc<str>, granted: Acquired) -> Hold {
         let lease = match granted.left {
-            Some(left) => left.min(raw.lease()),
+            Some(ms) => Duration::from_millis(u64::from(ms.get())).min(raw.lease()),
             None => raw.lease(),
         };
         let until = raw.keeper().belief(granted.sent, lease);

@@ -83,9 +83,10 @@ pub(crate) struct Acquired {
     pub mode: Mode,
     /// When the call that won it was sent: its lease counts from then.
     pub sent: Instant,
-    /// The lease left from `sent` when less than a whole one (a hold handed over while
-    /// its waiter was queued); `None`: a whole lease.
-    pub left: Option<Duration>,
+    /// The lease left from `sent`, in ms, when less than a whole one (a hold handed over
+    /// while its waiter was queued); `None`: a whole lease. (In ms, not a `Duration`:
+    /// this is part of every acquire future's size.)
+    pub left: Option<std::num::NonZeroU32>,
     /// The grant said that another owner held, or someone waited, right after it: the
     /// release skips the function's path for a lone holder (see `Attempt::Granted`).
     pub others: bool,
@@ -479,7 +480,7 @@ async fn attempt<L: Seam>(
                 mode: ask.mode(),
                 sent,
                 others,
-                left: left_ms.map(Duration::from_millis),
+                left: left_ms.map(lease_left),
             }))
         }
         Attempt::Busy { wait_ms } => {
@@ -489,6 +490,13 @@ async fn attempt<L: Seam>(
         Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
         Attempt::Gone => Err(Error::LockLost),
     }
+}
+
+/// The lease left that a grant said, as [`Acquired::left`]: rounded down where it must be
+/// (above `u32::MAX` ms, or 0: 1 ms), never up.
+fn lease_left(ms: u64) -> std::num::NonZeroU32 {
+    let ms = u32::try_from(ms).unwrap_or(u32::MAX);
+    std::num::NonZeroU32::new(ms).unwrap_or(std::num::NonZeroU32::MIN)
 }
 
 /// `fut`, bounded by `deadline` when there is one: `None` when the deadline came first.

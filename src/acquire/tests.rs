@@ -625,7 +625,7 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
         .await
         .unwrap();
     assert_eq!(g.fence, 9);
-    assert_eq!(g.left, Some(Duration::from_millis(2_500)));
+    assert_eq!(g.left.map(|ms| ms.get()), Some(2_500));
     // found by a probe (no message since the refusal), it is sent again, confirmed; the
     // function then finds no place to remove and renews the hold for a whole lease
     let lock = Fake::new(false, vec![busy(10), handed(), granted(9)]);
@@ -634,4 +634,11 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
         .unwrap();
     assert_eq!((g.fence, g.left), (9, None));
     assert_eq!(lock.intents()[1..], [Intent::Probe, Intent::WaitBusy]);
+}
+
+#[test]
+fn a_lease_left_is_never_rounded_up() {
+    assert_eq!(super::lease_left(2_500).get(), 2_500);
+    assert_eq!(super::lease_left(0).get(), 1);
+    assert_eq!(super::lease_left(u64::MAX).get(), u32::MAX);
 }
