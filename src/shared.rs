@@ -25,8 +25,9 @@ pub(crate) enum Op {
     Acquire,
     /// An attempt expected to find the lock busy (a waiter's, after an attempt that
     /// did, with no release message since; a writer's first, on a slot found busy or
-    /// shared lately): not confirmed, so that a refusal costs no `WAIT`. A grant it wins is not believed: the waiting policy sends the same attempt
-    /// again, confirmed (see `acquire`).
+    /// shared lately): not confirmed, so that a refusal costs no `WAIT`. A grant it wins
+    /// is not believed: the waiting policy sends the same attempt again, confirmed (see
+    /// `acquire`).
     Probe,
     Upgrade,
     Downgrade,

@@ -57,7 +57,7 @@ local function acquire(KEYS, ARGV)
     -- a hold handed over while this writer was queued, or a retry of a granted attempt
     for _, h in ipairs(mine.holds) do
       if h[2] == id then
-        if q and not q.reader and q.id == id and passed(q) then
+        if handed_place(q) and q.id == id then
           local counts_left = ARGV[6] == '1'
           local left = take_handed(owner, mine, h, q, lease, counts_left)
           finish()
@@ -70,7 +70,7 @@ local function acquire(KEYS, ARGV)
       end
     end
   end
-  if q and not q.reader and passed(q) then
+  if handed_place(q) then
     -- the place of a hold handed over that is gone since (broken, given back): no
     -- place in the queue any more
     dequeue(owner, q)

@@ -50,7 +50,7 @@ local function force_release(KEYS, ARGV)
             -- the place of a hand-off it had not taken yet goes with the hold (nobody
             -- else would remove it: it is below the queue's head)
             local q = queued_entry(o)
-            if q and not q.reader and passed(q) then dequeue(o, q) end
+            if handed_place(q) then dequeue(o, q) end
           end
         else
           local q = queued_entry(o)

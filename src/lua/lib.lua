@@ -464,6 +464,12 @@ local function passed(q)
   return q.ticket < qh
 end
 
+-- Whether `q` (a place, or nil) is that of a hold a release handed over and its writer
+-- has not taken yet: a writer's place the queue's head passed.
+local function handed_place(q)
+  return q and not q.reader and passed(q)
+end
+
 -- the fence of a grant now (see fence_after)
 local function next_fence()
   fence = fence_after(fence, now_us)

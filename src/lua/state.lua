@@ -48,7 +48,7 @@ local function state(KEYS, ARGV)
       if q == nil then return {-4, f} end
       -- (a writer's place the head passed is the place of a hold handed over, not taken
       -- yet: its owner is listed among the holders)
-      if q.deadline > now and (q.reader or q.ticket >= qh) then
+      if q.deadline > now and not handed_place(q) then
         local line = waiting
         if q.reader then line = readers end
         line[#line + 1] = {q.ticket, string.sub(f, 3)}

@@ -137,9 +137,9 @@ pub(crate) enum Intent {
     WaitBusy,
     /// As `WaitBusy`, from a waiter that expects to find the lock busy (no release
     /// message concerned it since its last refusal; or a writer's first attempt on a
-    /// slot found busy or shared lately): sent without confirmation, so that a refusal costs
-    /// no `WAIT`; a grant it wins is not believed until the same attempt, sent again as
-    /// `WaitBusy`, is confirmed (see `acquire`).
+    /// slot found busy or shared lately): sent without confirmation, so that a refusal
+    /// costs no `WAIT`; a grant it wins is not believed until the same attempt, sent
+    /// again as `WaitBusy`, is confirmed (see `acquire`).
     Probe,
 }
 
