@@ -39,8 +39,12 @@ fn text(v: &Value) -> String {
     v.as_string().unwrap_or_else(|| panic!("a string: {v:?}"))
 }
 
+/// The tests of this file take turns: one counts the commands a master ran.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
+    let _turn = TURN.lock().await;
     let cluster = cluster().await;
     // the operator's step: the library on every master
     LockClient::setup(&common::config(cluster)).await.unwrap();
@@ -283,6 +287,7 @@ async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
 /// `*`, and the writer behind it handed the lock by the release of its last reader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
+    let _turn = TURN.lock().await;
     let cluster = cluster().await;
     LockClient::setup(&common::config(cluster)).await.unwrap();
     let c = bare(cluster).await;
@@ -398,22 +403,104 @@ async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
     let _ = c.quit().await;
 }
 
-/// The replication offset of the master that serves `slot` now (`master_repl_offset`).
-async fn master_offset(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16) -> u64 {
+/// A section of `INFO` from the master that serves `slot` now.
+async fn master_info(
+    cluster: &cluster_rwlock_testkit::TestCluster,
+    slot: u16,
+    section: &str,
+) -> String {
     let master = cluster.master_for_slot(slot).await.unwrap();
     let replies = cluster
-        .command_on_masters("INFO", &["replication"])
+        .command_on_masters("INFO", &[section])
         .await
         .unwrap();
     let (_, info) = replies
         .into_iter()
         .find(|(port, _)| *port == master.port)
         .expect("the slot's master among the masters");
-    let info = text(&info.unwrap());
+    text(&info.unwrap())
+}
+
+/// The replication offset of the master that serves `slot` now (`master_repl_offset`).
+async fn master_offset(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16) -> u64 {
+    let info = master_info(cluster, slot, "replication").await;
     info.lines()
         .find_map(|l| l.trim().strip_prefix("master_repl_offset:"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("an offset in {info}"))
+}
+
+/// How many `TIME` commands the master that serves `slot` has run (its functions' calls
+/// among them).
+async fn time_calls(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16) -> u64 {
+    let info = master_info(cluster, slot, "commandstats").await;
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("cmdstat_time:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A writer the lock was handed to that counts its lease from its first attempt under
+/// the hold id (`ARGV[6]` `2`) takes the hold without the server's clock: the reply's
+/// fourth element is `-`, its place goes (a write, for its `WAIT`), and the master runs
+/// no `TIME` for it. Sent again, it finds no place and is granted as any call sent
+/// again is: with the clock, a whole lease from the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_is_taken_without_the_clock_by_a_caller_counting_from_its_first_attempt() {
+    let _turn = TURN.lock().await;
+    let cluster = cluster().await;
+    LockClient::setup(&common::config(cluster)).await.unwrap();
+    let c = bare(cluster).await;
+    let key = format!("{}:{{take}}", prefix("protocol-take"));
+    let slot = cluster_rwlock::slot::key_slot(key.as_bytes());
+    let acquire = |owner: &'static str, wait: &'static str| {
+        let (c, key) = (c.clone(), key.clone());
+        async move {
+            parts(
+                fcall(
+                    &c,
+                    "rwlock4_acquire",
+                    &key,
+                    &["w", owner, "4", "30000", wait, "2"],
+                )
+                .await,
+            )
+        }
+    };
+    assert_eq!(int(&acquire("o1", "1").await[0]), 1);
+    assert_eq!(int(&acquire("o2", "1").await[0]), 0, "queued");
+    let rel = parts(fcall(&c, "rwlock4_release", &key, &["o1", "4"]).await);
+    assert_eq!(int(&rel[0]), 1, "{rel:?}");
+    let fence = text(&parts(fcall(&c, "rwlock4_state", &key, &[]).await)[1]);
+
+    let times = time_calls(cluster, slot).await;
+    let offset = master_offset(cluster, slot).await;
+    let took = acquire("o2", "3").await;
+    assert_eq!(
+        (int(&took[0]), text(&took[1]), int(&took[2]), text(&took[3])),
+        (1, fence.clone(), 0, "-".to_string()),
+        "{took:?}"
+    );
+    assert_eq!(time_calls(cluster, slot).await, times, "no TIME");
+    assert!(
+        master_offset(cluster, slot).await > offset,
+        "the take writes"
+    );
+    for field in ["q:o2", "t:0"] {
+        let v: Option<String> = c.hget(&key, field).await.unwrap();
+        assert_eq!(v, None, "{field}");
+    }
+    // sent again: no place to take, the clock read, a whole lease from this call
+    let again = acquire("o2", "3").await;
+    assert_eq!(
+        (int(&again[0]), text(&again[1]), again.len()),
+        (1, fence, 3),
+        "{again:?}"
+    );
+    assert!(time_calls(cluster, slot).await > times);
+    let _: i64 = c.del(vec![key.clone()]).await.unwrap();
+    let _ = c.quit().await;
 }
 
 /// A grant sent again (the same owner and hold id: a retry, or a waiter that finds the
@@ -424,6 +511,7 @@ async fn master_offset(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16)
 /// release (or a lost connection) made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_sent_again_writes_so_that_the_wait_after_it_covers_it() {
+    let _turn = TURN.lock().await;
     let cluster = cluster().await;
     LockClient::setup(&common::config(cluster)).await.unwrap();
     let c = bare(cluster).await;

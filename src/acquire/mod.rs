@@ -13,7 +13,7 @@ use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::GiveBack;
-use crate::scripts::{Attempt, Intent};
+use crate::scripts::{Attempt, Counted, Intent};
 
 mod seam;
 #[cfg(test)]
@@ -68,6 +68,13 @@ impl Ask {
     }
 }
 
+/// A writer the lock was handed to takes it without the server's clock
+/// ([`Intent::Take`]) only while its first attempt under its hold id was sent less than
+/// a lease / `TAKE_WITHIN` ago: its belief then still has at least half a lease (with
+/// the default margin of a quarter), and it is renewed on time. A longer wait takes the
+/// hold with the clock, which says the lease left.
+const TAKE_WITHIN: u32 = 4;
+
 /// At most this long past the caller's deadline, an upgrade that ran out of time waits
 /// for the withdrawal that lets it keep its upgradable hold.
 const SETTLE_BUDGET: Duration = Duration::from_millis(500);
@@ -94,6 +101,9 @@ pub(crate) struct Acquired {
 
 enum Outcome {
     Granted(Acquired),
+    /// A hold handed over, taken by an [`Intent::Take`]: its lease counts from the first
+    /// attempt under its id, which the waiting loop knows (its `sent` is the take's).
+    Taken(Acquired),
     /// A probe won a grant that was not confirmed: not believed until the same attempt,
     /// sent again, is.
     Unconfirmed,
@@ -219,6 +229,8 @@ async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Opt
     );
     match outcome? {
         Outcome::Granted(hold) => Ok(Some(hold)),
+        // (a try is never a take)
+        Outcome::Taken(_) => Err(Error::Protocol("a try answered as a take".into())),
         // (a try is never a probe)
         Outcome::Unconfirmed | Outcome::Busy(_) => Ok(None),
     }
@@ -284,8 +296,10 @@ async fn wait_loop<L: Seam>(
             })
         };
     }
+    // when the first attempt under `id` was sent, at the latest: a hold handed over and
+    // taken by an `Intent::Take` counts its lease from then
+    let mut id_since = began;
     let mut sub: Option<L::Wakes> = None;
-    let refresh = lock.lease() / 3;
     // a release message said the lock was handed to this waiter's current hold id
     let mut handed_to_me = false;
     // the last attempt found the lock busy, or this client lately found its slot busy or
@@ -315,6 +329,11 @@ async fn wait_loop<L: Seam>(
         // (an upgrade, rare, is always confirmed)
         let intent = if expect_busy && matches!(ask, Ask::Hold(_)) && lock.confirms() {
             Intent::Probe
+        } else if handed_to_me
+            && ask == Ask::Hold(Mode::Write)
+            && id_since.elapsed() < lock.lease() / TAKE_WITHIN
+        {
+            Intent::Take
         } else if busy {
             Intent::WaitBusy
         } else {
@@ -334,6 +353,16 @@ async fn wait_loop<L: Seam>(
                 }
                 return Ok(hold);
             }
+            Ok(Outcome::Taken(hold)) => {
+                // (a take follows a message that handed the lock to this waiter) its
+                // lease counts from the first attempt under its id
+                leftovers.armed = false;
+                observe::handed_over(lock.name(), hold.fence);
+                return Ok(Acquired {
+                    sent: id_since,
+                    ..hold
+                });
+            }
             Ok(Outcome::Unconfirmed) => {
                 // the same attempt (the same hold id: the function finds the hold and
                 // writes it again) at once, confirmed; its lease counts from then. Its
@@ -350,7 +379,7 @@ async fn wait_loop<L: Seam>(
                 // until it withdraws
                 leftovers.armed = true;
                 // a queue entry lives one lease: come back before it lapses
-                Duration::from_millis(wait_ms).min(refresh)
+                Duration::from_millis(wait_ms).min(lock.lease() / 3)
             }
             // a failover or reconnect in progress, or a replica that is not in sync
             // yet (restarted, catching up): try again while time is left (the grant
@@ -366,6 +395,7 @@ async fn wait_loop<L: Seam>(
                     // the undo of that grant runs in the background: a retry under
                     // the same id could be granted and then undone by it
                     id = lock.next_hold_id();
+                    id_since = Instant::now();
                     leftovers.id = id;
                     handed_to_me = false;
                 }
@@ -469,19 +499,31 @@ async fn attempt<L: Seam>(
         Attempt::Granted {
             fence,
             others,
-            left_ms,
+            lease,
         } => {
             if others {
                 lock.mark_contended();
             }
-            Ok(Outcome::Granted(Acquired {
+            let granted = Acquired {
                 id,
                 fence,
                 mode: ask.mode(),
                 sent,
                 others,
-                left: left_ms.map(lease_left),
-            }))
+                left: None,
+            };
+            match lease {
+                Counted::Whole => Ok(Outcome::Granted(granted)),
+                Counted::Left(ms) => Ok(Outcome::Granted(Acquired {
+                    left: Some(lease_left(ms)),
+                    ..granted
+                })),
+                Counted::FromFirstAttempt if intent == Intent::Take => Ok(Outcome::Taken(granted)),
+                // (only a take is answered so)
+                Counted::FromFirstAttempt => Err(Error::Protocol(
+                    "a grant counted from a first attempt, to an attempt that is no take".into(),
+                )),
+            }
         }
         Attempt::Busy { wait_ms } => {
             lock.mark_contended();

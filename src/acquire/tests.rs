@@ -166,7 +166,7 @@ fn granted(fence: u64) -> (Duration, Result<Attempt>) {
         Ok(Attempt::Granted {
             fence,
             others: false,
-            left_ms: None,
+            lease: Counted::Whole,
         }),
     )
 }
@@ -178,7 +178,7 @@ fn granted_shared(fence: u64) -> (Duration, Result<Attempt>) {
         Ok(Attempt::Granted {
             fence,
             others: true,
-            left_ms: None,
+            lease: Counted::Whole,
         }),
     )
 }
@@ -306,13 +306,69 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
                 id: 1,
                 intent: Intent::Wait
             },
-            // woken by a message that concerns it: confirmed at once, no probe
+            // woken by a message that hands it the lock: confirmed at once, no probe, and
+            // its first attempt was sent lately: a take
             Call::Acquire {
                 id: 1,
-                intent: Intent::WaitBusy
+                intent: Intent::Take
             }
         ]
     );
+}
+
+/// A take's grant, answered without the server's clock.
+fn taken(fence: u64) -> (Duration, Result<Attempt>) {
+    (
+        Duration::ZERO,
+        Ok(Attempt::Granted {
+            fence,
+            others: false,
+            lease: Counted::FromFirstAttempt,
+        }),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_taken_without_the_clock_counts_its_lease_from_the_first_attempt() {
+    let lock = Fake::new(true, vec![busy(20_000), taken(11)]);
+    let t0 = Instant::now();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    lock.send(Wake::Granted {
+        owner: OWNER.into(),
+        id: 1,
+        fence: 11,
+    });
+    let g = waiter.await.unwrap().expect("taken");
+    // counted from the first attempt (sent at t0), not from the take (40 ms later)
+    assert_eq!((g.fence, g.sent, g.left), (11, t0, None));
+    assert_eq!(lock.intents(), [Intent::Wait, Intent::Take]);
+
+    // a writer that waited longer than a quarter of its lease takes the hold with the
+    // clock: the function then says the lease left
+    let lock = Fake::new(true, vec![busy(60_000), granted(12)]);
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await })
+    };
+    let quarter = lock.lease() / 4;
+    tokio::time::sleep(quarter + Duration::from_millis(1)).await;
+    lock.send(Wake::Granted {
+        owner: OWNER.into(),
+        id: 1,
+        fence: 12,
+    });
+    let g = waiter.await.unwrap().expect("granted");
+    assert_eq!(g.fence, 12);
+    assert_eq!(lock.intents(), [Intent::Wait, Intent::WaitBusy]);
+
+    // only a take is answered so: to another attempt, it is a protocol error
+    let lock = Fake::new(true, vec![taken(13)]);
+    let r = try_once(&lock, OWNER.into(), Ask::Hold(Mode::Write)).await;
+    assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -394,7 +450,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
         Ok(Attempt::Granted {
             fence: 5,
             others: false,
-            left_ms: None,
+            lease: Counted::Whole,
         }),
     );
     let lock = Fake::new(true, vec![granted(5), slow_grant]);
@@ -548,7 +604,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(Attempt::Granted {
             fence: 2,
             others: false,
-            left_ms: None,
+            lease: Counted::Whole,
         }),
     );
     let lock = Fake::new(true, vec![slow]);
@@ -566,7 +622,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(Attempt::Granted {
             fence: 3,
             others: false,
-            left_ms: None,
+            lease: Counted::Whole,
         }),
     );
     let lock = Fake::new(true, vec![slower]);
@@ -616,7 +672,7 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
             Ok(Attempt::Granted {
                 fence: 9,
                 others: false,
-                left_ms: Some(2_500),
+                lease: Counted::Left(2_500),
             }),
         )
     };

@@ -20,7 +20,9 @@
 --          whose last attempt found the lock busy (fast_acquire.lua is skipped)
 -- ARGV[6]  (optional) '1': the caller counts the lease a taken hand-off has left (the
 --          fourth element of the reply below); without it, such a hold is renewed for a
---          whole lease from the call
+--          whole lease from the call; '2': the caller counts the lease of a taken
+--          hand-off from its first attempt under this hold id, so such a hold is taken
+--          without reading the clock (lib.lua's take_unclocked)
 -- Returns
 --   {1, fence, others}  granted (fence as a decimal string); others: 1 when another
 --                 owner holds or anyone waits after this grant, else 0 (a hint, not a
@@ -30,6 +32,8 @@
 --   {1, fence, others, left}  (ARGV[6] '1') a hold a release handed over while this
 --                 writer was queued, taken: its lease is `left` ms from the call (at
 --                 most ARGV[4])
+--   {1, fence, others, '-'}  (ARGV[6] '2') such a hold, taken: its lease counts from the
+--                 caller's first attempt under this hold id (a lease from then at most)
 --   {0, wait_ms}  not granted; nothing can change without a release message for wait_ms
 --   {-1}          write asked by an owner that holds only read: upgrade deadlock
 --   {-3, type}, {-4, field}: see lib
@@ -38,13 +42,20 @@ local function acquire(KEYS, ARGV)
     local fast = fast_acquire(KEYS, ARGV)
     if fast then return fast end
   end
-  local early = begin(KEYS, ARGV, 2)
+  local unclocked = ARGV[6] == '2'
+  local early = begin(KEYS, ARGV, 2, unclocked)
   if early then return early end
   local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
   -- the grant's hint (see Returns), read after finish()
   local function others()
     if held > 1 or qh < qt or pending ~= nil then return 1 end
     return 0
+  end
+  if unclocked then
+    -- a waiter the lock was handed to, taking it: no clock needed (see take_unclocked)
+    local f = take_unclocked(owner, id)
+    if f then return {1, f, others(), '-'} end
+    now, now_us = server_time()
   end
   local bad = prune()
   if bad then return {-4, bad} end

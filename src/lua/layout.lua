@@ -23,7 +23,10 @@ local LAYOUT = '4'
 -- and leaves the place of a writer handed the lock to the writer's own call that takes
 -- the hold, whose reply then says the lease left when the caller asks for it (a revision
 -- 4 client does not, and has that hold renewed for a whole lease from its call).
-local REVISION = 5
+-- Revision 6 lets that call take the hold without reading the server's clock when the
+-- caller counts the lease from its first attempt under the hold id (ARGV[6] '2' of
+-- acquire.lua): one server command less per contended grant.
+local REVISION = 6
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

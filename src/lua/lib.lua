@@ -113,8 +113,10 @@ local function handoff_message(o, id, fence) return 'g ' .. o .. ' ' .. id .. ' 
 
 -- Starts a call on lock KEYS[1] for the caller whose owner token is ARGV[owner_arg] (0:
 -- none): resets the call's state, reads the summary, 'w', 'u' and the caller's own
--- entries in ONE HMGET, and parses them. Returns nil, or the reply to return at once.
-local function begin(keys, argv, owner_arg)
+-- entries in ONE HMGET, parses them, and reads the server's clock, unless `clock_later`
+-- (the call may end without it: it then calls server_time() itself before any helper
+-- that needs `now`). Returns nil, or the reply to return at once.
+local function begin(keys, argv, owner_arg, clock_later)
   key = keys[1]
   OWNER = nil
   if owner_arg > 0 then OWNER = argv[owner_arg] end
@@ -177,7 +179,11 @@ local function begin(keys, argv, owner_arg)
     if OWNER ~= lone then cache['o:' .. OWNER] = S[4] end
     cache['q:' .. OWNER] = S[5]
   end
-  now, now_us = server_time()
+  if clock_later then
+    now, now_us = nil, nil
+  else
+    now, now_us = server_time()
+  end
   return nil
 end
 
@@ -549,6 +555,30 @@ local function owner_entry(o)
   local v = get('o:' .. o)
   if not v then return nil end
   return parse_owner(v) or false
+end
+
+-- The hold `id` a release handed over to writer `o`, taken without reading the clock,
+-- for a caller that counts its lease from its first attempt under `id` (acquire.lua's
+-- ARGV[6] '2'). Its place goes, as in take_handed (that deletion is the write the WAIT
+-- after this call covers), and nothing else changes: the hold keeps the deadline the
+-- hand-off gave it (its place's, set by an attempt under `id`: at least a lease after the
+-- caller's first one was sent), and the summary stays true as it is (a place removed
+-- moves no bound). Nothing here compares a deadline with the clock: a hold whose deadline
+-- passed and that no call removed yet is taken all the same, and its caller believes it
+-- no longer than that deadline (docs/PROTOCOL.md, rule 4). Returns the hold's fence, or
+-- nil when there is no such hold (the caller then reads the clock and goes the general
+-- way, which also answers a malformed field).
+local function take_unclocked(o, id)
+  if pending ~= nil then return nil end
+  local e, q = owner_entry(o), queued_entry(o)
+  if not e or not (handed_place(q) and q.id == id) then return nil end
+  for _, h in ipairs(e.holds) do
+    if h[2] == id and h[1] == 'w' then
+      redis.call('HDEL', key, 'q:' .. o, 't:' .. fmt(q.ticket))
+      return h[3]
+    end
+  end
+  return nil
 end
 
 -- The only owner that holds and its one hold, when one owner holds exactly one hold and

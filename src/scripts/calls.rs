@@ -30,8 +30,8 @@ impl Scripts {
             hold.to_string(),
             lease_ms.to_string(),
             intent.arg().to_string(),
-            // this client counts the lease a taken hand-off has left (`Attempt::Granted`)
-            "1".to_string(),
+            // how this client counts the lease of a hold handed over (`Counted`)
+            intent.counts().to_string(),
         ];
         let ran = self.run(on, &self.acquire, args).await?;
         granted_only_if_confirmed(

@@ -52,7 +52,7 @@ macro_rules! library_text {
 }
 
 /// `REVISION` of `lua/layout.lua` (a unit test checks that they agree).
-pub(crate) const REVISION: i64 = 5;
+pub(crate) const REVISION: i64 = 6;
 
 /// A function library: its name (`FUNCTION LOAD` replaces a library by name), the prefix
 /// of its functions' names, and its text.

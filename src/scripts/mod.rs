@@ -50,10 +50,8 @@ pub(crate) enum Attempt {
         /// Another owner held, or someone waited, right after the grant (a hint: the
         /// fast paths of this hold's release and of the next attempt are skipped).
         others: bool,
-        /// The lease left, in ms, when less than a whole lease from the call is (a hold
-        /// handed over while queued keeps the deadline its place had: see
-        /// `lua/acquire.lua`); `None`: a whole lease.
-        left_ms: Option<u64>,
+        /// How much lease the grant gave, and from when it counts.
+        lease: Counted,
     },
     Busy {
         wait_ms: u64,
@@ -61,6 +59,20 @@ pub(crate) enum Attempt {
     UpgradeDeadlock,
     /// The hold an upgrade starts from is gone (its lease ran out).
     Gone,
+}
+
+/// How much lease a grant gave, and from when its client counts it (rule 4 of
+/// docs/PROTOCOL.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// A whole lease from the call's send.
+    Whole,
+    /// This many ms from the call's send, less than a whole lease (a hold handed over
+    /// while queued keeps the deadline its place had: see `lua/acquire.lua`).
+    Left(u64),
+    /// A whole lease from the send of the caller's first attempt under the hold id: a
+    /// hold handed over, taken without the server's clock ([`Intent::Take`]).
+    FromFirstAttempt,
 }
 
 /// What a release found.
@@ -141,6 +153,11 @@ pub(crate) enum Intent {
     /// costs no `WAIT`; a grant it wins is not believed until the same attempt, sent
     /// again as `WaitBusy`, is confirmed (see `acquire`).
     Probe,
+    /// As `WaitBusy`, from a writer a release message said the lock was handed to, whose
+    /// first attempt under its hold id was sent lately: a hold handed over is taken
+    /// without the server's clock (one server command less), its lease counted from that
+    /// first attempt ([`Counted::FromFirstAttempt`]).
+    Take,
 }
 
 impl Intent {
@@ -149,7 +166,16 @@ impl Intent {
             Intent::Try => "0",
             Intent::Wait => "1",
             Intent::Again => "2",
-            Intent::WaitBusy | Intent::Probe => "3",
+            Intent::WaitBusy | Intent::Probe | Intent::Take => "3",
+        }
+    }
+
+    /// The acquire's sixth argument: how the caller counts the lease of a hold handed
+    /// over that this attempt takes (`lua/acquire.lua`).
+    fn counts(self) -> &'static str {
+        match self {
+            Intent::Take => "2",
+            _ => "1",
         }
     }
 }
@@ -207,10 +233,15 @@ mod tests {
                 Intent::Wait,
                 Intent::Again,
                 Intent::WaitBusy,
-                Intent::Probe
+                Intent::Probe,
+                Intent::Take
             ]
             .map(Intent::arg),
-            ["0", "1", "2", "3", "3"]
+            ["0", "1", "2", "3", "3", "3"]
+        );
+        assert_eq!(
+            [Intent::WaitBusy, Intent::Probe, Intent::Take].map(Intent::counts),
+            ["1", "1", "2"]
         );
     }
 

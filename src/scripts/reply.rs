@@ -5,7 +5,7 @@ use fred::prelude::*;
 
 use crate::error::{Error, Result};
 
-use super::Attempt;
+use super::{Attempt, Counted};
 
 /// The reply of the state script.
 pub(crate) struct RawState {
@@ -67,13 +67,23 @@ pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, Attempt)) -> Res
         1 => Ok(Attempt::Granted {
             fence: number(parts.get(1))?,
             others: others(parts.get(2))?,
-            left_ms: parts.get(3).map(|v| number(Some(v))).transpose()?,
+            lease: counted(parts.get(3))?,
         }),
         0 => Ok(Attempt::Busy {
             wait_ms: number(parts.get(1))?,
         }),
         c if c == special.0 => Ok(special.1),
         c => Err(Error::Protocol(format!("{op} returned code {c}"))),
+    }
+}
+
+/// How a grant's lease counts, from its fourth element: absent, a whole lease from the
+/// call; ms left from the call; `-`, a whole lease from the caller's first attempt.
+fn counted(v: Option<&Value>) -> Result<Counted> {
+    match v {
+        None => Ok(Counted::Whole),
+        Some(v) if v.as_str().as_deref() == Some("-") => Ok(Counted::FromFirstAttempt),
+        Some(v) => number(Some(v)).map(Counted::Left),
     }
 }
 
@@ -239,7 +249,7 @@ mod tests {
             Attempt::Granted {
                 fence: 77,
                 others: false,
-                left_ms: None,
+                lease: Counted::Whole,
             }
         );
         // a hold handed over while queued: the lease left, in ms
@@ -254,9 +264,34 @@ mod tests {
             Attempt::Granted {
                 fence: 79,
                 others: true,
-                left_ms: Some(2500),
+                lease: Counted::Left(2500),
             }
         );
+        // such a hold taken without the server's clock: counted from the first attempt
+        let taken = reply(vec![
+            Value::Integer(1),
+            Value::from("80"),
+            Value::Integer(0),
+            Value::from("-"),
+        ]);
+        assert_eq!(
+            attempt("acquire", &taken, deadlock).unwrap(),
+            Attempt::Granted {
+                fence: 80,
+                others: false,
+                lease: Counted::FromFirstAttempt,
+            }
+        );
+        let word = reply(vec![
+            Value::Integer(1),
+            Value::from("80"),
+            Value::Integer(0),
+            Value::from("x"),
+        ]);
+        assert!(matches!(
+            attempt("acquire", &word, deadlock),
+            Err(Error::Protocol(_))
+        ));
         let negative = reply(vec![
             Value::Integer(1),
             Value::from("79"),
@@ -279,7 +314,7 @@ mod tests {
                 Attempt::Granted {
                     fence: 78,
                     others,
-                    left_ms: None
+                    lease: Counted::Whole
                 }
             );
         }
