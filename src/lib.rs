@@ -137,11 +137,15 @@
 //!   deadline its place in the queue had, so a writer that died while queued blocks the
 //!   lock no longer than its place would have). The message only wakes that writer: its
 //!   next attempt, under the same hold id, finds the hold on the node that serves the
-//!   slot now and is a grant like any other (fence from the server, lease from its own
-//!   send time, confirmed), in every durability mode. A message alone is never believed:
-//!   a master that lost its slot, frozen and thawed, may still publish one. Only a
-//!   release wakes waiting readers (a refused attempt or a renewal does not).
-//!   Subscriptions follow their slot to its new master after failovers and slot moves.
+//!   slot now and is a grant like any other (fence from the server, confirmed), in every
+//!   durability mode. Its lease is the one its place had left: counted from the send of
+//!   its first attempt under that id when that was less than a quarter lease ago (the
+//!   place's deadline, set by an attempt under that id, is later; the taking call then
+//!   reads no clock), else the lease left that the call says, from its own send. A
+//!   message alone is never believed: a master that lost its slot, frozen and thawed,
+//!   may still publish one. Only a release wakes waiting readers (a refused attempt or a
+//!   renewal does not). Subscriptions follow their slot to its new master after
+//!   failovers and slot moves.
 //! - **Cancellation.** Dropping an acquire future never leaves a hold or a queued writer
 //!   behind.
 //! - **What a timeout bounds.** A timeout bounds the wait for the lock, not the first

@@ -77,6 +77,7 @@ impl Task {
             owner: explicit.then(|| lock.owner().to_string()),
             timeout_ms: limit,
             start,
+            returned: Some(now()),
         };
         match result {
             None => {

@@ -39,6 +39,7 @@ impl Task {
         } else {
             w.downgrade_to_upgradable().await.map(Guard::Upgradable)
         };
+        let c = c.returned();
         match r {
             Ok(g) => {
                 let belief = Belief {
@@ -85,6 +86,7 @@ impl Task {
             Upgrade::Timeout(ms) => Some(u.upgrade_timeout(Duration::from_millis(ms)).await),
             Upgrade::Try => Some(u.try_upgrade().await),
         };
+        let c = c.returned();
         match r {
             None => {
                 self.segment(&h.belief, Mode::U, fence, c.start, "cancelled");

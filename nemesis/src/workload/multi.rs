@@ -47,6 +47,7 @@ impl Task {
                     owner: None,
                     timeout_ms: None,
                     start: now(),
+                    returned: None,
                 };
                 return self.op(c, Outcome::Fail, Some(err_text(&e)), None);
             }
@@ -68,6 +69,7 @@ impl Task {
             let r = tokio::time::timeout(Duration::from_millis(ms), multi.lock()).await;
             ("multi_cancelled", None, r.ok().map(|r| r.map(Some)))
         };
+        let returned = Some(now());
         // one operation per member, so that the checker sees every grant by name
         let member_call = |name: &str| Call {
             call: call.to_string(),
@@ -76,6 +78,7 @@ impl Task {
             owner: None,
             timeout_ms: limit,
             start,
+            returned,
         };
         let guard = match result {
             None => {

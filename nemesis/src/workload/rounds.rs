@@ -85,6 +85,7 @@ impl Task {
             owner: None,
             timeout_ms: None,
             start: now(),
+            returned: None,
         };
         enum Next {
             Lost(u64),
@@ -120,7 +121,10 @@ impl Task {
                 let at = now();
                 return self.end(held, at, "release").await;
             }
-            Next::Returned(r) => *r,
+            Next::Returned(r) => {
+                c = c.returned();
+                *r
+            }
         };
         match returned {
             Err(e) => {

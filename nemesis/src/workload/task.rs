@@ -42,6 +42,9 @@ pub(super) struct Call {
     pub(super) timeout_ms: Option<u64>,
     /// When it was invoked.
     pub(super) start: u64,
+    /// When it returned, stamped as it did (see [`returned`](Self::returned)); `None`:
+    /// when it is recorded, which follows its return with nothing in between.
+    pub(super) returned: Option<u64>,
 }
 
 impl Call {
@@ -54,6 +57,18 @@ impl Call {
             owner: Some(b.owner.clone()),
             timeout_ms,
             start: now(),
+            returned: None,
+        }
+    }
+
+    /// This call, returned now: its end is this moment, not when it is recorded after
+    /// the worker's own bookkeeping (a belief recorded first takes the history's lock,
+    /// which the worker's tasks share, and may write to its file). The lock's time is
+    /// measured, not the harness's.
+    pub(super) fn returned(self) -> Call {
+        Call {
+            returned: Some(now()),
+            ..self
         }
     }
 }
@@ -160,7 +175,7 @@ impl Task {
             owner: c.owner,
             timeout_ms: c.timeout_ms,
             start: c.start,
-            end: now(),
+            end: c.returned.unwrap_or_else(now),
             outcome,
             error,
             fence: granted.map(|g| g.0),
