@@ -319,10 +319,10 @@ async fn handoff_and_contention(
         let of: Vec<String> = c
             .breakdown
             .iter()
-            .map(|(k, v)| format!("{} {v:.1}", k.to_uppercase()))
+            .map(|(k, v)| format!("{} {v:.2}", k.to_uppercase()))
             .collect();
         println!(
-            "| {who} | {} | {:.1} | {} |",
+            "| {who} | {} | {:.2} | {} |",
             c.grants,
             c.per_grant,
             of.join(", ")
