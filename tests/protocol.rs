@@ -42,13 +42,24 @@ fn text(v: &Value) -> String {
 /// The tests of this file take turns: one counts the commands a master ran.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
-    let _turn = TURN.lock().await;
+/// How every test of this file starts: its turn (held until the returned guard drops),
+/// the test bed with the library on every master (the operator's step), and a bare
+/// client.
+async fn start() -> (
+    tokio::sync::MutexGuard<'static, ()>,
+    &'static cluster_rwlock_testkit::TestCluster,
+    Client,
+) {
+    let turn = TURN.lock().await;
     let cluster = cluster().await;
-    // the operator's step: the library on every master
     LockClient::setup(&common::config(cluster)).await.unwrap();
     let c = bare(cluster).await;
+    (turn, cluster, c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
+    let (_turn, cluster, c) = start().await;
     let p = prefix("protocol");
     let key = format!("{p}:{{doc}}");
     let channel = format!("{key}:released");
@@ -287,10 +298,7 @@ async fn the_documented_functions_take_the_lock_through_its_main_transitions() {
 /// `*`, and the writer behind it handed the lock by the release of its last reader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_and_writers_wait_in_one_queue_in_the_order_they_came() {
-    let _turn = TURN.lock().await;
-    let cluster = cluster().await;
-    LockClient::setup(&common::config(cluster)).await.unwrap();
-    let c = bare(cluster).await;
+    let (_turn, cluster, c) = start().await;
     let p = prefix("protocol-queue");
     let key = format!("{p}:{{q}}");
     let acquire = |mode: &'static str, owner: &'static str, wait: &'static str| {
@@ -448,10 +456,7 @@ async fn time_calls(cluster: &cluster_rwlock_testkit::TestCluster, slot: u16) ->
 /// again is: with the clock, a whole lease from the call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_off_is_taken_without_the_clock_by_a_caller_counting_from_its_first_attempt() {
-    let _turn = TURN.lock().await;
-    let cluster = cluster().await;
-    LockClient::setup(&common::config(cluster)).await.unwrap();
-    let c = bare(cluster).await;
+    let (_turn, cluster, c) = start().await;
     let key = format!("{}:{{take}}", prefix("protocol-take"));
     let slot = cluster_rwlock::slot::key_slot(key.as_bytes());
     let acquire = |owner: &'static str, wait: &'static str| {
@@ -511,10 +516,7 @@ async fn a_hand_off_is_taken_without_the_clock_by_a_caller_counting_from_its_fir
 /// release (or a lost connection) made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_sent_again_writes_so_that_the_wait_after_it_covers_it() {
-    let _turn = TURN.lock().await;
-    let cluster = cluster().await;
-    LockClient::setup(&common::config(cluster)).await.unwrap();
-    let c = bare(cluster).await;
+    let (_turn, cluster, c) = start().await;
     let key = format!("{}:{{again}}", prefix("protocol-again"));
     let slot = cluster_rwlock::slot::key_slot(key.as_bytes());
     let g = parts(fcall(&c, "rwlock4_acquire", &key, &["w", "o1", "1", "60000", "1"]).await);
