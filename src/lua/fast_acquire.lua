@@ -25,16 +25,17 @@ local function fast_acquire(KEYS, ARGV)
   if s == false then
     if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
   elseif type(s) == 'string' then
-    -- a tombstone with an empty queue
+    -- a tombstone with an empty queue (its numbers are digits: arithmetic reads them, as
+    -- it reads the lease, checked above, without a call to tonumber: see server_time)
     local f, h, t, e = string.match(s, TOMBSTONE)
     if f == nil or h ~= t then return nil end
-    last, qh, qt, ex, ex_digits = tonumber(f), h, t, tonumber(e), e
+    last, qh, qt, ex, ex_digits = f + 0, h, t, e + 0, e
   else
     return nil
   end
   local now, now_us = server_time()
   local fence = fmt(fence_after(last, now_us))
-  local deadline = now + tonumber(lease)
+  local deadline = now + lease
   local expiry = expiry_for(deadline, now, ex)
   local d = fmt(deadline)
   -- one owner, both deadline bounds on its hold, the queue as it was (empty), no

@@ -25,8 +25,10 @@ local LAYOUT = '4'
 -- 4 client does not, and has that hold renewed for a whole lease from its call).
 -- Revision 6 lets that call take the hold without reading the server's clock when the
 -- caller counts the lease from its first attempt under the hold id (ARGV[6] '2' of
--- acquire.lua): one server command less per contended grant.
-local REVISION = 6
+-- acquire.lua): one server command less per contended grant. Revision 7 replies and
+-- writes as revision 6 does, reading the clock's and the tombstone's digits with fewer
+-- server instructions (see lib.lua's server_time).
+local REVISION = 7
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

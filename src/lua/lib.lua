@@ -53,11 +53,14 @@ local now, now_us
 -- less than a float's '%.0f').
 local function fmt(n) return string.format('%d', n) end
 
--- The server's clock, read once per call: now in ms and in µs.
+-- The server's clock, read once per call: now in ms and in µs. TIME's two replies are
+-- digits, which arithmetic reads as tonumber() would, without a function call (each
+-- tonumber() or math.floor() is about a thousand server instructions: a sixth of a
+-- grant's own work); the division is exact (below 2^53, a multiple of 1000).
 local function server_time()
   local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.floor(us / 1000), us
+  local us = t[1] * 1000000 + t[2]
+  return (us - us % 1000) / 1000, us
 end
 
 -- A fence above every one granted before: the last one (`last`, nil when none is

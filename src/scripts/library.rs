@@ -52,7 +52,7 @@ macro_rules! library_text {
 }
 
 /// `REVISION` of `lua/layout.lua` (a unit test checks that they agree).
-pub(crate) const REVISION: i64 = 6;
+pub(crate) const REVISION: i64 = 7;
 
 /// A function library: its name (`FUNCTION LOAD` replaces a library by name), the prefix
 /// of its functions' names, and its text.
