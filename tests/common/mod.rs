@@ -67,14 +67,20 @@ pub async fn locks_on(
 
 /// The entry of `owner` in the lock hash at `key`, read with plain commands (no function
 /// of the lock, which would drop an expired hold itself): its field `o:<owner>`, or the
-/// summary's lone hold when it is that owner's (layout 4, docs/PROTOCOL.md).
+/// summary's lone hold when it is that owner's (layout 4, docs/PROTOCOL.md). Both are
+/// read in one `HMGET`: a call between two reads may move the hold from its field into
+/// the summary (a renewal that drops a sibling hold leaves one), and two reads would then
+/// find it in neither.
 pub async fn entry_of(redis: &fred::prelude::Client, key: &str, owner: &str) -> Option<String> {
     use fred::prelude::*;
-    let summary: Option<String> = redis.hget(key, "s").await.unwrap();
+    let (summary, field): (Option<String>, Option<String>) = redis
+        .hmget(key, vec!["s".to_string(), format!("o:{owner}")])
+        .await
+        .unwrap();
     if let Some((hold, lone)) = summary.as_deref().and_then(lone_hold) {
         return (lone == owner).then(|| hold.to_string());
     }
-    redis.hget(key, format!("o:{owner}")).await.unwrap()
+    field
 }
 
 /// Rewrites the entry of `owner` (see [`entry_of`]) where it is kept.
