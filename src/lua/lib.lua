@@ -55,8 +55,8 @@ local function fmt(n) return string.format('%d', n) end
 
 -- The server's clock, read once per call: now in ms and in µs. TIME's two replies are
 -- digits, which arithmetic reads as tonumber() would, without a function call (each
--- tonumber() or math.floor() is about a thousand server instructions: a sixth of a
--- grant's own work); the division is exact (below 2^53, a multiple of 1000).
+-- tonumber() or math.floor() costs about a thousand server instructions); the division
+-- is exact (below 2^53, a multiple of 1000).
 local function server_time()
   local t = redis.call('TIME')
   local us = t[1] * 1000000 + t[2]

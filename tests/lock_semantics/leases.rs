@@ -47,9 +47,9 @@ async fn fences_strictly_increase_across_release_and_recreation() {
 /// A lease four times shorter than the test is renewed all along. The lease is 3 s: its
 /// renewals come every second, and it lapses only if no renewal is served for 2 s, the
 /// test bed's `cluster-node-timeout`: a node (or this process) stalled that long is a
-/// fault, which this test is not about (a 2 s lease lapsed once on a loaded machine,
-/// after a stall of over 1.3 s). Should it lapse all the same, the failure says whether
-/// the holder was told, and what the renewals did.
+/// fault, which this test is not about (a 2 s lease, whose renewals had 1.3 s to spare,
+/// was once found lapsed on a loaded machine). Should it lapse all the same, the failure
+/// says whether the holder was told, and what the renewals did.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_a_short_lease_alive() {
     let cluster = cluster().await;
