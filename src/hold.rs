@@ -132,7 +132,7 @@ impl Hold {
     fn believed_until(raw: RawLock, owner: Arc<str>, granted: Acquired, until: Instant) -> Hold {
         let state = HoldState::new(until);
         raw.renew_from_now_on(&owner, granted.id, state.clone());
-        observe::held(raw.keeper().held());
+        observe::held(|| raw.keeper().held());
         Hold {
             raw,
             owner,
@@ -200,7 +200,7 @@ impl Hold {
         self.raw
             .keeper()
             .remove(self.raw.key(), &self.owner, self.id);
-        observe::held(self.raw.keeper().held());
+        observe::held(|| self.raw.keeper().held());
     }
 
     pub async fn release(mut self) -> Result<()> {

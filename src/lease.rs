@@ -1,5 +1,5 @@
-//! The renewal book: which holds a client renews, by lock key, owner token and hold id,
-//! and the state that tells a holder its lease was lost. The renewal task itself is in
+//! The renewal book: which holds a client renews, by hold id (each with its lock key
+//! and owner token), and the state that tells a holder its lease was lost. The renewal task itself is in
 //! `renewal`.
 //!
 //! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
@@ -119,18 +119,24 @@ pub(crate) struct Held {
     pub lease: Duration,
 }
 
-/// The holds of one owner of one lock.
-pub(crate) struct Owned {
-    /// hold id -> its state and belief deadline
-    pub holds: HashMap<u64, Held>,
+/// The holds of one owner of one lock that one lease renews: the lock, the lease, the
+/// owner.
+type HoldsOf<'a> = (&'a Arc<str>, Duration, &'a Arc<str>);
+
+/// One hold in the book with the lock and owner it belongs to.
+pub(crate) struct Entry {
+    pub key: Arc<str>,
+    pub owner: Arc<str>,
+    pub held: Held,
 }
 
-/// A lock key and an owner token.
-type LockOwner = (Arc<str>, Arc<str>);
-
-/// The holds of one client, by (key, owner).
+/// The holds of one client, by hold id: the client gives each hold an id no other hold
+/// of the client has (`Shared::next_hold_id`), so the id alone finds it, and adding or
+/// removing one costs the same whatever the client holds (no lock name or owner token
+/// hashed per grant and release; `held` is the map's length). The renewal rounds group
+/// the holds by lock and owner as they go (once per round, not per grant).
 pub(crate) struct Keeper {
-    entries: Mutex<HashMap<LockOwner, Owned>>,
+    entries: Mutex<HashMap<u64, Entry>>,
     /// The client's lease (the holds' unless their lock handle has its own), for tests.
     #[cfg(test)]
     pub lease: Duration,
@@ -173,7 +179,7 @@ impl Keeper {
         }
     }
 
-    pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<LockOwner, Owned>> {
+    pub fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
         lock(&self.entries)
     }
 
@@ -209,13 +215,15 @@ impl Keeper {
             self.shortened.notify_one();
         }
         let mut map = self.map();
-        let entry = map
-            .entry((key.clone(), owner.clone()))
-            .or_insert_with(|| Owned {
-                holds: HashMap::new(),
-            });
         let until = state.until();
-        entry.holds.insert(id, Held { state, lease });
+        map.insert(
+            id,
+            Entry {
+                key: key.clone(),
+                owner: owner.clone(),
+                held: Held { state, lease },
+            },
+        );
         // a new hold's deadline is almost always after the earliest one the task sleeps
         // until: wake it only when it is not (one wake-up and one look at every hold per
         // grant would make a grant's cost grow with the holds of the client)
@@ -241,10 +249,8 @@ impl Keeper {
     }
 
     /// The earliest belief deadline of any hold in `map`.
-    fn earliest_of(map: &HashMap<LockOwner, Owned>) -> Option<Instant> {
-        map.values()
-            .flat_map(|e| e.holds.values().map(|h| h.state.until()))
-            .min()
+    fn earliest_of(map: &HashMap<u64, Entry>) -> Option<Instant> {
+        map.values().map(|e| e.held.state.until()).min()
     }
 
     /// When the expiry task is to wake next: at the earliest belief deadline, or at
@@ -278,12 +284,12 @@ impl Keeper {
     /// Stops renewing a hold (released, or lost).
     pub fn remove(&self, key: &Arc<str>, owner: &Arc<str>, id: u64) {
         let mut map = self.map();
-        let k = (key.clone(), owner.clone());
-        if let Some(entry) = map.get_mut(&k) {
-            entry.holds.remove(&id);
-            if entry.holds.is_empty() {
-                map.remove(&k);
-            }
+        // (the id alone is unique; the lock and owner are checked all the same)
+        if map
+            .get(&id)
+            .is_some_and(|e| e.key == *key && e.owner == *owner)
+        {
+            map.remove(&id);
         }
     }
 
@@ -292,20 +298,23 @@ impl Keeper {
     /// renewal by then (a hold of a long lease is not renewed at the pace of a short one).
     pub fn snapshot(&self, chunk: usize, due: Option<Instant>) -> Vec<RenewalOf> {
         let map = self.map();
-        let mut by_key: HashMap<(&Arc<str>, Duration), OwnerHolds> = HashMap::new();
-        for ((key, owner), e) in map.iter() {
-            let mut ids: HashMap<Duration, Vec<u64>> = HashMap::new();
-            for (id, h) in &e.holds {
-                if due.is_none_or(|by| self.due_at(h.state.until(), h.lease) <= by) {
-                    ids.entry(h.lease).or_default().push(*id);
-                }
-            }
-            for (lease, ids) in ids {
-                by_key
-                    .entry((key, lease))
+        // (lock, lease, owner) -> hold ids, then lock and lease -> each owner's ids
+        let mut by_owner: HashMap<HoldsOf<'_>, Vec<u64>> = HashMap::new();
+        for (id, e) in map.iter() {
+            let h = &e.held;
+            if due.is_none_or(|by| self.due_at(h.state.until(), h.lease) <= by) {
+                by_owner
+                    .entry((&e.key, h.lease, &e.owner))
                     .or_default()
-                    .push((owner.clone(), ids));
+                    .push(*id);
             }
+        }
+        let mut by_key: HashMap<(&Arc<str>, Duration), OwnerHolds> = HashMap::new();
+        for ((key, lease, owner), ids) in by_owner {
+            by_key
+                .entry((key, lease))
+                .or_default()
+                .push((owner.clone(), ids));
         }
         let mut out = Vec::new();
         for ((k, lease), owners) in by_key {
@@ -325,57 +334,49 @@ impl Keeper {
     pub fn renewed(&self, of: &RenewalOf, present: Vec<Vec<u64>>, sent: Instant) {
         let (key, owners) = (&of.key, &of.owners);
         let mut map = self.map();
+        let until = self.belief(sent, of.lease);
         for ((owner, ids), still) in owners.iter().zip(present) {
-            let k = (key.clone(), owner.clone());
-            let Some(entry) = map.get_mut(&k) else {
-                continue;
-            };
-            let until = self.belief(sent, of.lease);
             for id in ids {
+                // (a hold of another lock or owner under this id: none, ids are the
+                // client's own; checked all the same)
+                let Some(entry) = map.get(id).filter(|e| e.key == *key && e.owner == *owner) else {
+                    continue;
+                };
                 if still.contains(id) {
                     // renewed: only the holds the renewal named (see `Held`)
-                    if let Some(h) = entry.holds.get(id) {
-                        h.state.extend(until);
-                    }
+                    entry.held.state.extend(until);
                     continue;
                 }
-                let converting = entry.holds.get(id).is_some_and(|h| h.state.converting());
-                if !converting {
-                    if let Some(h) = entry.holds.remove(id) {
+                if !entry.held.state.converting() {
+                    if let Some(e) = map.remove(id) {
                         crate::observe::lost(key, owner, "the renewal found the hold gone");
-                        h.state.mark_lost();
+                        e.held.state.mark_lost();
                     }
                 }
-            }
-            if entry.holds.is_empty() {
-                map.remove(&k);
             }
         }
     }
 
     /// Whatever Redis said: a lease not renewed by `now` is lost.
     pub fn expire(&self, now: Instant) {
-        self.map().retain(|(key, owner), e| {
-            e.holds.retain(|_, h| {
-                if h.state.until() <= now {
-                    crate::observe::lost(
-                        key,
-                        owner,
-                        "no renewal was confirmed for a lease (less the clock margin)",
-                    );
-                    h.state.mark_lost();
-                    false
-                } else {
-                    true
-                }
-            });
-            !e.holds.is_empty()
+        self.map().retain(|_, e| {
+            if e.held.state.until() <= now {
+                crate::observe::lost(
+                    &e.key,
+                    &e.owner,
+                    "no renewal was confirmed for a lease (less the clock margin)",
+                );
+                e.held.state.mark_lost();
+                false
+            } else {
+                true
+            }
         });
     }
 
     /// Number of holds being renewed.
     pub fn held(&self) -> usize {
-        self.map().values().map(|e| e.holds.len()).sum()
+        self.map().len()
     }
 }
 

@@ -160,10 +160,12 @@ pub(crate) fn confirmed_alone() {
     metrics::counter!("cluster_rwlock_confirmed_alone_total").increment(1);
 }
 
-/// The number of holds this process renews.
-pub(crate) fn held(n: usize) {
+/// The number of holds this process renews, counted by `n` only where a gauge takes it.
+pub(crate) fn held(n: impl FnOnce() -> usize) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("cluster_rwlock_held").set(n as f64);
+    metrics::gauge!("cluster_rwlock_held").set(n() as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = n;
 }
 
 /// Acquires waiting in this process.

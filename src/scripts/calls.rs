@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use fred::prelude::*;
 
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
-use super::transport::{fcall_args, not_replicated, Ran};
+use super::transport::{fcall_args, not_replicated, Arg, Ran};
 use super::{
     Attempt, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, RawHolder,
     RawState, Released, Scripts,
@@ -24,16 +24,16 @@ impl Scripts {
         intent: Intent,
     ) -> Result<Attempt> {
         on.counters.attempts.fetch_add(1, Ordering::Relaxed);
-        let args = vec![
-            mode.arg().to_string(),
-            owner.to_string(),
-            hold.to_string(),
-            lease_ms.to_string(),
-            intent.arg().to_string(),
+        let args = [
+            Arg::Word(mode.arg()),
+            Arg::Text(owner),
+            Arg::Number(hold),
+            Arg::Number(lease_ms),
+            Arg::Word(intent.arg()),
             // how this client counts the lease of a hold handed over (`Counted`)
-            intent.counts().to_string(),
+            Arg::Word(intent.counts()),
         ];
-        let ran = self.run(on, &self.acquire, args).await?;
+        let ran = self.run(on, &self.acquire, &args).await?;
         granted_only_if_confirmed(
             on.target.key,
             ran,
@@ -51,10 +51,8 @@ impl Scripts {
         hold: u64,
         others: bool,
     ) -> Result<Released> {
-        let mut args = vec![owner.to_string(), hold.to_string()];
-        if others {
-            args.push("1".to_string());
-        }
+        let skip = [Arg::Text(owner), Arg::Number(hold), Arg::Word("1")];
+        let args = if others { &skip[..] } else { &skip[..2] };
         let parts = status(
             on.target.key,
             self.run(on, &self.release, args).await?.value,
@@ -79,16 +77,16 @@ impl Scripts {
         mode: Mode,
         lease_ms: u64,
     ) -> Result<Option<u64>> {
-        let args = vec![
-            owner.to_string(),
-            from.to_string(),
-            to.to_string(),
-            lease_ms.to_string(),
-            mode.arg().to_string(),
+        let args = [
+            Arg::Text(owner),
+            Arg::Number(from),
+            Arg::Number(to),
+            Arg::Number(lease_ms),
+            Arg::Word(mode.arg()),
         ];
         let parts = status(
             on.target.key,
-            self.run(on, &self.downgrade, args).await?.value,
+            self.run(on, &self.downgrade, &args).await?.value,
         )?;
         match code(&parts)? {
             1 => Ok(Some(number(parts.get(1))?)),
@@ -108,14 +106,14 @@ impl Scripts {
         wait: bool,
     ) -> Result<Attempt> {
         on.counters.attempts.fetch_add(1, Ordering::Relaxed);
-        let args = vec![
-            owner.to_string(),
-            from.to_string(),
-            to.to_string(),
-            lease_ms.to_string(),
-            if wait { "1" } else { "0" }.to_string(),
+        let args = [
+            Arg::Text(owner),
+            Arg::Number(from),
+            Arg::Number(to),
+            Arg::Number(lease_ms),
+            Arg::Word(if wait { "1" } else { "0" }),
         ];
-        let ran = self.run(on, &self.upgrade, args).await?;
+        let ran = self.run(on, &self.upgrade, &args).await?;
         granted_only_if_confirmed(on.target.key, ran, "upgrade", (2, Attempt::Gone))
     }
 
@@ -127,9 +125,10 @@ impl Scripts {
         lease_ms: u64,
         owners: &[(&str, &[u64])],
     ) -> Result<Vec<Vec<u64>>> {
-        let mut args = vec![lease_ms.to_string()];
-        args.extend(owners.iter().map(|(o, ids)| renew_arg(o, ids)));
-        let ran = self.run(on, &self.renew, args).await?;
+        let each: Vec<String> = owners.iter().map(|(o, ids)| renew_arg(o, ids)).collect();
+        let mut args = vec![Arg::Number(lease_ms)];
+        args.extend(each.iter().map(|a| Arg::Text(a)));
+        let ran = self.run(on, &self.renew, &args).await?;
         parse_renew(on.target.key, ran.confirmed(on.target.key)?)
     }
 
@@ -141,11 +140,11 @@ impl Scripts {
         hold: u64,
         upgrading_from: Option<u64>,
     ) -> Result<()> {
-        let mut args = vec![owner.to_string(), hold.to_string()];
-        args.extend(upgrading_from.map(|from| from.to_string()));
+        let mut args = vec![Arg::Text(owner), Arg::Number(hold)];
+        args.extend(upgrading_from.map(Arg::Number));
         status(
             on.target.key,
-            self.run(on, &self.withdraw, args).await?.value,
+            self.run(on, &self.withdraw, &args).await?.value,
         )?;
         Ok(())
     }
@@ -158,13 +157,13 @@ impl Scripts {
         only: Breaking<'_>,
     ) -> Result<(u64, Option<u64>, u64)> {
         let args = match only {
-            Breaking::Everyone => vec![String::new()],
-            Breaking::Owner(o) => vec![o.to_string()],
-            Breaking::Client(c) => vec![c.to_string(), "c".to_string()],
+            Breaking::Everyone => vec![Arg::Word("")],
+            Breaking::Owner(o) => vec![Arg::Text(o)],
+            Breaking::Client(c) => vec![Arg::Text(c), Arg::Word("c")],
         };
         let parts = status(
             on.target.key,
-            self.run(on, &self.force_release, args).await?.value,
+            self.run(on, &self.force_release, &args).await?.value,
         )?;
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!(
@@ -187,10 +186,7 @@ impl Scripts {
 
     /// The fence, the holders, the queued writers and the queued readers.
     pub async fn state(&self, on: On<'_>) -> Result<RawState> {
-        let parts = status(
-            on.target.key,
-            self.run(on, &self.state, Vec::new()).await?.value,
-        )?;
+        let parts = status(on.target.key, self.run(on, &self.state, &[]).await?.value)?;
         if code(&parts)? != 1 {
             return Err(Error::Protocol(format!("state: code {:?}", parts.first())));
         }

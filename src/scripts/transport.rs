@@ -105,33 +105,54 @@ pub(super) fn fcall_args(
     call
 }
 
+/// One argument of a function call, in the form that costs least to send: a word the
+/// library fixes (sent without a copy), a number (its digits written by the encoder, no
+/// text made first), or text (copied once).
+#[derive(Clone, Copy)]
+pub(super) enum Arg<'a> {
+    Word(&'static str),
+    Number(u64),
+    Text(&'a str),
+}
+
+impl Arg<'_> {
+    fn value(self) -> Value {
+        match self {
+            Arg::Word(w) => Value::from_static_str(w),
+            // (above i64, which no hold id or lease reaches, as text: the same digits)
+            Arg::Number(n) => {
+                i64::try_from(n).map_or_else(|_| Value::from(n.to_string()), Value::Integer)
+            }
+            Arg::Text(t) => Value::from(t),
+        }
+    }
+}
+
+/// The arguments of `FCALL` for `function` on `key` alone, with `args`.
+fn fcall_of(function: &Value, key: &str, args: &[Arg<'_>]) -> Vec<Value> {
+    let mut call: Vec<Value> = Vec::with_capacity(3 + args.len());
+    call.extend([function.clone(), Value::Integer(1), key.into()]);
+    call.extend(args.iter().map(|a| a.value()));
+    call
+}
+
 impl Scripts {
-    /// [`run_with`](Self::run_with), with no key but the lock's and arguments that are
-    /// text.
+    /// [`run_with`](Self::run_with), with no key but the lock's: the call's arguments are
+    /// made from `args` for each sending (there is a second only where the library had to
+    /// be loaded), so that nothing is copied for a sending that may never happen.
     pub(super) fn run<'a>(
         &'a self,
         on: On<'a>,
         function: &'a Value,
-        args: Vec<String>,
+        args: &'a [Arg<'a>],
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
-        let args = args.into_iter().map(Value::from).collect();
-        self.run_with(on, function, Vec::new(), args)
+        let key = on.target.key;
+        self.send(on, move || fcall_of(function, key, args))
     }
 
     /// `FCALL` of `function` on the lock's key and `extra_keys` (`KEYS[2..]`), with
-    /// `args`: through the connection's lane, with `ASKING` before it when the node is
-    /// the target of an `ASK`, and confirmed by the `WAIT` of the batch it goes in when
-    /// the call asks for confirmation (what the function did stays on the master when too
-    /// few replicas acknowledged: see [`Ran`]); straight to the connection when there is
-    /// nothing to confirm on this client and nothing to put before it
-    /// (`Durability::MasterOnly`: the connection keeps many calls in flight, where a lane
-    /// would only serialize the batches). Loads the library again where the server lacks it (a
-    /// node restarted empty, a new master after a reshard).
-    ///
-    /// Boxed: the client's futures are deep types, and every acquire, renewal and release
-    /// future holds one; behind a box they add one pointer to the futures above, not their
-    /// whole layout (which brought users' futures near the compiler's query depth limit).
-    /// One allocation per round trip.
+    /// `args`, both cloned for each sending (the guarded calls and fenced writes, whose
+    /// arguments come as values; the lock's own calls go through [`run`](Self::run)).
     pub(super) fn run_with<'a>(
         &'a self,
         on: On<'a>,
@@ -139,18 +160,39 @@ impl Scripts {
         extra_keys: Vec<Value>,
         args: Vec<Value>,
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
+        let key = on.target.key;
+        self.send(on, move || {
+            fcall_args(function, key, extra_keys.clone(), args.clone())
+        })
+    }
+
+    /// The `FCALL` that `call` makes, sent: through the connection's lane, with `ASKING`
+    /// before it when the node is the target of an `ASK`, and confirmed by the `WAIT` of
+    /// the batch it goes in when the call asks for confirmation (what the function did
+    /// stays on the master when too few replicas acknowledged: see [`Ran`]); straight to
+    /// the connection when there is nothing to confirm on this client and nothing to put
+    /// before it (`Durability::MasterOnly`: the connection keeps many calls in flight,
+    /// where a lane would only serialize the batches). Loads the library again where the
+    /// server lacks it (a node restarted empty, a new master after a reshard), and makes
+    /// the call again with `call` to send it once more.
+    ///
+    /// Boxed: the client's futures are deep types, and every acquire, renewal and release
+    /// future holds one; behind a box they add one pointer to the futures above, not their
+    /// whole layout (which brought users' futures near the compiler's query depth limit).
+    /// One allocation per round trip.
+    fn send<'a, F>(
+        &'a self,
+        on: On<'a>,
+        call: F,
+    ) -> futures_util::future::BoxFuture<'a, Result<Ran>>
+    where
+        F: Fn() -> Vec<Value> + Send + 'a,
+    {
         Box::pin(async move {
             let t = &on.target;
             let direct = on.direct && t.confirm.is_none() && !on.asking && on.gather.is_none();
-            let mut call = fcall_args(function, t.key, extra_keys, args);
             for first in [true, false] {
-                // kept for a sending after the library is loaded (cloning the client's values only
-                // bumps refcounts)
-                let sending = if first {
-                    call.clone()
-                } else {
-                    std::mem::take(&mut call)
-                };
+                let sending = call();
                 on.counters.round_trips.fetch_add(1, Ordering::Relaxed);
                 let (reply, unconfirmed) = if direct {
                     let fcall = CustomCommand::new_static("FCALL", ClusterHash::FirstKey, false);
