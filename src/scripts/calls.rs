@@ -51,8 +51,13 @@ impl Scripts {
         hold: u64,
         others: bool,
     ) -> Result<Released> {
-        let skip = [Arg::Text(owner), Arg::Number(hold), Arg::Word("1")];
-        let args = if others { &skip[..] } else { &skip[..2] };
+        // the third argument, `1`, skips the function's fast path
+        let skipping_fast_path = [Arg::Text(owner), Arg::Number(hold), Arg::Word("1")];
+        let args = if others {
+            &skipping_fast_path[..]
+        } else {
+            &skipping_fast_path[..2]
+        };
         let parts = status(
             on.target.key,
             self.run(on, &self.release, args).await?.value,
