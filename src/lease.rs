@@ -1,6 +1,6 @@
 //! The renewal book: which holds a client renews, by hold id (each with its lock key
-//! and owner token), and the state that tells a holder its lease was lost. The renewal task itself is in
-//! `renewal`.
+//! and owner token), and the state that tells a holder its lease was lost. The renewal
+//! task itself is in `renewal`.
 //!
 //! A hold is lost when a renewal finds it gone (its lease ran out, or someone deleted
 //! it), or when its belief runs out: `sent + lease - margin` by the local monotonic
@@ -285,11 +285,10 @@ impl Keeper {
     pub fn remove(&self, key: &Arc<str>, owner: &Arc<str>, id: u64) {
         let mut map = self.map();
         // (the id alone is unique; the lock and owner are checked all the same)
-        if map
-            .get(&id)
-            .is_some_and(|e| e.key == *key && e.owner == *owner)
-        {
-            map.remove(&id);
+        if let std::collections::hash_map::Entry::Occupied(e) = map.entry(id) {
+            if e.get().key == *key && e.get().owner == *owner {
+                e.remove();
+            }
         }
     }
 

@@ -94,9 +94,10 @@ pub(super) fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
 pub(super) fn fcall_args(
     function: &Value,
     key: &str,
-    extra_keys: Vec<Value>,
-    args: Vec<Value>,
+    extra_keys: impl IntoIterator<Item = Value, IntoIter: ExactSizeIterator>,
+    args: impl IntoIterator<Item = Value, IntoIter: ExactSizeIterator>,
 ) -> Vec<Value> {
+    let (extra_keys, args) = (extra_keys.into_iter(), args.into_iter());
     let mut call: Vec<Value> = Vec::with_capacity(3 + extra_keys.len() + args.len());
     let keys = i64::try_from(1 + extra_keys.len()).unwrap_or(i64::MAX);
     call.extend([function.clone(), keys.into(), key.into()]);
@@ -128,14 +129,6 @@ impl Arg<'_> {
     }
 }
 
-/// The arguments of `FCALL` for `function` on `key` alone, with `args`.
-fn fcall_of(function: &Value, key: &str, args: &[Arg<'_>]) -> Vec<Value> {
-    let mut call: Vec<Value> = Vec::with_capacity(3 + args.len());
-    call.extend([function.clone(), Value::Integer(1), key.into()]);
-    call.extend(args.iter().map(|a| a.value()));
-    call
-}
-
 impl Scripts {
     /// [`run_with`](Self::run_with), with no key but the lock's: the call's arguments are
     /// made from `args` for each sending (there is a second only where the library had to
@@ -147,7 +140,9 @@ impl Scripts {
         args: &'a [Arg<'a>],
     ) -> futures_util::future::BoxFuture<'a, Result<Ran>> {
         let key = on.target.key;
-        self.send(on, move || fcall_of(function, key, args))
+        self.send(on, move || {
+            fcall_args(function, key, Vec::new(), args.iter().map(|a| a.value()))
+        })
     }
 
     /// `FCALL` of `function` on the lock's key and `extra_keys` (`KEYS[2..]`), with
