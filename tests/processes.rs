@@ -234,3 +234,183 @@ async fn a_killed_holder_frees_the_lock_within_its_lease() {
     assert!(fence > held_fence);
     assert_no_keys(cluster, &p).await;
 }
+
+/// Child: waits for the lock `CHILD_LOCK` in `CHILD_MODE` (`w`, `r` or `u`) under a lease
+/// of `CHILD_LEASE_MS`, and says so; it is killed while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the dead waiter tests"]
+async fn child_waiter() {
+    let lease = Duration::from_millis(std::env::var("CHILD_LEASE_MS").unwrap().parse().unwrap());
+    let seeds: Vec<String> = std::env::var("CHILD_SEEDS")
+        .unwrap()
+        .split(',')
+        .map(String::from)
+        .collect();
+    // named, so that the test finds its place in the queue (owner tokens begin with it)
+    let name = format!("doomed-{}", std::process::id());
+    let config = LockConfig::cluster(seeds)
+        .prefix(std::env::var("CHILD_PREFIX").unwrap())
+        .lease(lease)
+        .client_name(&name);
+    let client = LockClient::connect(config).await.expect("child connects");
+    let lock = client
+        .rwlock(std::env::var("CHILD_LOCK").unwrap().as_str())
+        .unwrap();
+    println!("WAITING {name}/");
+    let wait = Duration::from_secs(120);
+    match std::env::var("CHILD_MODE").unwrap().as_str() {
+        "w" => drop(lock.write_timeout(wait).await),
+        "r" => drop(lock.read_timeout(wait).await),
+        _ => drop(lock.upgradable_read_timeout(wait).await),
+    }
+    println!("GRANTED");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// Starts a child waiter on `name` in `mode`, waits until the lock's state lists it
+/// (queued as a writer, or as a reader), and SIGKILLs it: a waiter that died while
+/// queued, as the OOM killer or a killed container leaves one.
+async fn kill_a_queued_waiter(
+    cluster: &cluster_rwlock_testkit::TestCluster,
+    p: &str,
+    lock: &cluster_rwlock::RwLock,
+    name: &str,
+    mode: &str,
+) {
+    let mut waiter = child(
+        "child_waiter",
+        &cluster.seed_urls(),
+        p,
+        &[
+            ("CHILD_LEASE_MS", "10000".to_string()),
+            ("CHILD_LOCK", name.to_string()),
+            ("CHILD_MODE", mode.to_string()),
+        ],
+    )
+    .spawn()
+    .expect("spawn child");
+    let mut lines = BufReader::new(waiter.stdout.take().unwrap()).lines();
+    let owner = loop {
+        let line = lines.next().expect("child output").unwrap();
+        if let Some((_, o)) = line.split_once("WAITING ") {
+            break o.trim().to_string();
+        }
+    };
+    let since = Instant::now();
+    loop {
+        let s = lock.state().await.expect("state");
+        let queued = |q: &Vec<String>| q.iter().any(|o| o.starts_with(&owner));
+        if queued(&s.waiting_writers) || queued(&s.waiting_readers) {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "the child never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    waiter.kill().expect("SIGKILL");
+    waiter.wait().unwrap();
+}
+
+/// The bound a dead waiter may hold up those behind it: the claim window (1 s) and the
+/// waiters' next look, well under the dead one's lease (10 s).
+const AFTER_A_DEAD_WAITER: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_writer_waiter_takes_nothing() {
+    let cluster = cluster().await;
+    let p = prefix("deadwaiter");
+    let client = client_with(cluster, |c| c.prefix(&p)).await;
+    let lock = client.rwlock("dw:{1}").unwrap();
+    // 1. the next writer comes after the release (a CLI run started later)
+    let holder = lock.write().await.unwrap();
+    kill_a_queued_waiter(cluster, &p, &lock, "dw:{1}", "w").await;
+    holder.release().await.unwrap();
+    let released = Instant::now();
+    let g = lock
+        .write_timeout(Duration::from_secs(20))
+        .await
+        .expect("granted");
+    let after = released.elapsed();
+    eprintln!("a writer that came after the release: granted {after:?} after it");
+    assert!(after <= AFTER_A_DEAD_WAITER, "took {after:?}");
+    g.release().await.unwrap();
+    // 2. the next writer waits already when the lock is released: it hears the lock
+    // handed to the dead waiter
+    let holder = lock.write().await.unwrap();
+    kill_a_queued_waiter(cluster, &p, &lock, "dw:{1}", "w").await;
+    let next = lock.clone();
+    let waiter = tokio::spawn(async move {
+        let g = next
+            .write_timeout(Duration::from_secs(20))
+            .await
+            .expect("granted");
+        (Instant::now(), g)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.release().await.unwrap();
+    let released = Instant::now();
+    let (granted, g) = waiter.await.unwrap();
+    let after = granted - released;
+    eprintln!("a writer that waited behind it: granted {after:?} after the release");
+    assert!(after <= AFTER_A_DEAD_WAITER, "took {after:?}");
+    g.release().await.unwrap();
+    assert_no_keys(cluster, &p).await;
+}
+
+/// A dead reader (or upgradable reader) in the group that comes first in line: the live
+/// readers of the group go in, and the writer behind the group is not held up for the
+/// dead one's lease.
+async fn a_dead_reader_in_a_group(mode: &str) {
+    let cluster = cluster().await;
+    let p = prefix(&format!("deadreader{mode}"));
+    let client = client_with(cluster, |c| c.prefix(&p)).await;
+    let lock = client.rwlock("dr:{1}").unwrap();
+    let holder = lock.write().await.unwrap();
+    kill_a_queued_waiter(cluster, &p, &lock, "dr:{1}", mode).await;
+    // a live reader of the same group, and a writer behind the group
+    let reader = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let r = lock
+                .read_timeout(Duration::from_secs(20))
+                .await
+                .expect("read");
+            r.release().await.unwrap();
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writer = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let g = lock
+                .write_timeout(Duration::from_secs(20))
+                .await
+                .expect("granted");
+            (Instant::now(), g)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.release().await.unwrap();
+    let released = Instant::now();
+    reader.await.unwrap();
+    let (granted, g) = writer.await.unwrap();
+    let after = granted - released;
+    eprintln!("a dead '{mode}' waiter in the first group: the writer behind it granted {after:?} after the release");
+    assert!(after <= AFTER_A_DEAD_WAITER, "took {after:?}");
+    g.release().await.unwrap();
+    // (the dead reader's place stays in the hash, passed by, until its lease runs out)
+    let s = lock.state().await.unwrap();
+    assert!(s.holders.is_empty(), "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_reader_in_a_handed_group_takes_nothing() {
+    a_dead_reader_in_a_group("r").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_upgradable_waiter_takes_nothing() {
+    a_dead_reader_in_a_group("u").await;
+}

@@ -13,7 +13,7 @@ use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::GiveBack;
-use crate::scripts::{Attempt, Counted, Intent};
+use crate::scripts::{Attempt, Counted, Intent, CLAIM_WINDOW};
 
 mod seam;
 #[cfg(test)]
@@ -23,6 +23,9 @@ pub(crate) use seam::{Seam, Wakes};
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
+/// How long after the claim window of a hand-off to another waiter this waiter looks
+/// again (the window counts from the release on the server; the message comes later).
+const CLAIM_SLACK: Duration = Duration::from_millis(50);
 
 /// What a timeout bounds: the wait for the lock, not the first attempt. However short
 /// the timeout (zero too), the first attempt (subscribing, the call, its confirmation)
@@ -415,16 +418,22 @@ async fn wait_loop<L: Seam>(
         };
         match sub.as_mut().filter(|s| s.is_live()) {
             Some(s) => {
-                let woken = tokio::select! {
-                    w = async {
-                        loop {
-                            let w = s.next().await;
+                let mut until = until;
+                let woken = loop {
+                    tokio::select! {
+                        w = s.next() => {
                             if w.concerns(write, &owner) {
-                                break w;
+                                break Some(w);
+                            }
+                            if let Wake::Granted { .. } = w {
+                                // handed to another waiter, which may have died: if it
+                                // does not take the lock within the claim window, the
+                                // lock moves on, and nothing would tell this waiter
+                                until = until.min(Instant::now() + CLAIM_WINDOW + CLAIM_SLACK);
                             }
                         }
-                    } => Some(w),
-                    _ = tokio::time::sleep_until(until) => None,
+                        _ = tokio::time::sleep_until(until) => break None,
+                    }
                 };
                 // a message that concerns this waiter: its next attempt may well be a grant
                 expect_busy &= woken.is_none();

@@ -27,13 +27,25 @@ local LAYOUT = '4'
 -- caller counts the lease from its first attempt under the hold id (ARGV[6] '2' of
 -- acquire.lua): one server command less per contended grant. Revision 7 replies and
 -- writes as revision 6 does, reading the clock's and the tombstone's digits with fewer
--- server instructions (see lib.lua's server_time).
-local REVISION = 7
+-- server instructions (see lib.lua's server_time). Revision 8 gives a hand-off a claim
+-- window (CLAIM_MS below): a writer handed the lock that does not take it in time, and a
+-- reader group first in line whose readers do not all come in time, lose their turn, so
+-- that a waiter that died holds up those behind it about a second, not a lease.
+local REVISION = 8
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by
 -- less than this) or after a failover or a slot move.
 local FENCE_MEMORY = 60000
+-- How long a waiter has to take what a release gave it (ms): a writer the lock was
+-- handed to, its hold; the readers of a group that came first in line, their way in. A
+-- live waiter is woken by the release message and comes within a round trip; one that
+-- died (killed, its process gone without withdrawing) never comes, and those behind it
+-- wait this long instead of its place's lease. A waiter that comes later finds its turn
+-- gone and takes a new place (it held nothing, and believed nothing, meanwhile). The
+-- client waits this long, and a little more, after a release message that handed the
+-- lock to another (src/acquire: CLAIM_WINDOW, which a test checks against this).
+local CLAIM_MS = 1000
 -- Release messages go out on the lock's sharded channel (Redis 7+, as functions are).
 local PUBLISH = 'spublish'
 

@@ -269,11 +269,21 @@ local function parse_queued(v)
     lease = tonumber(lease)}
 end
 
--- The size of the reader group whose ticket's field holds `v`; nil when `v` names a
--- writer (an owner token has no space).
+-- The size of the reader group whose ticket's field holds `v`, and the deadline of its
+-- claim window (nil while the group has not come first in line with the way in open);
+-- nil when `v` names a writer (an owner token has no space). 'r <count>[ <claim-ms>]'.
 local function group_size(v)
-  local n = string.match(v, '^r (%d+)$')
-  return tonumber(n)
+  local n, c = string.match(v, '^r (%d+)$'), nil
+  if n == nil then
+    n, c = string.match(v, '^r (%d+) (%d+)$')
+  end
+  return tonumber(n), tonumber(c)
+end
+
+-- A reader group's ticket field: its size, and its claim window's deadline if it has one.
+local function group_text(n, claim)
+  if claim == nil then return 'r ' .. fmt(n) end
+  return 'r ' .. fmt(n) .. ' ' .. fmt(claim)
 end
 
 -- the queue entry of owner `o`: nil when it is not queued, false when malformed
@@ -321,6 +331,18 @@ local function prune()
   pruned = true
   local raw = all_fields()
   local gone = {}
+  -- the hand-offs whose claim window passed (see finish): a writer's place the queue's
+  -- head passed, with its deadline, the claim's, gone by. Its hold goes with it: the
+  -- writer did not come to take it, and nobody believes a hold not taken
+  local unclaimed = {}
+  for i = 1, #raw, 2 do
+    if string.sub(raw[i], 1, 2) == 'q:' then
+      local q = parse_queued(raw[i + 1])
+      if q and not q.reader and q.ticket < qh and q.deadline <= now then
+        unclaimed['o:' .. string.sub(raw[i], 3)] = q.id
+      end
+    end
+  end
   local was_upgrader = upgrader
   -- the reader groups' tickets and sizes, and their members still waiting
   local groups, members = {}, {}
@@ -333,8 +355,9 @@ local function prune()
       if e == nil then return f end
       -- the holds whose own deadline has passed go; the entry with them when none is left
       local live = {}
+      local lapsed = unclaimed[f]
       for _, h in ipairs(e.holds) do
-        if h[4] > now then
+        if h[4] > now and not (h[1] == 'w' and h[2] == lapsed) then
           live[#live + 1] = h
           deadline_set(h[4])
         end
@@ -362,8 +385,8 @@ local function prune()
         if q.reader then members[q.ticket] = (members[q.ticket] or 0) + 1 end
       end
     elseif p == 't:' then
-      local n = group_size(v)
-      if n then groups[#groups + 1] = {tonumber(string.sub(f, 3)), n} end
+      local n, claim = group_size(v)
+      if n then groups[#groups + 1] = {tonumber(string.sub(f, 3)), n, claim} end
     end
   end
   -- each reader group is as large as its members still waiting: one left empty goes
@@ -373,8 +396,10 @@ local function prune()
     if n == 0 then
       del('t:' .. fmt(t))
     else
-      if n ~= g[2] then put('t:' .. fmt(t), 'r ' .. fmt(n)) end
+      if n ~= g[2] then put('t:' .. fmt(t), group_text(n, g[3])) end
       if rg == nil or t > rg then rg = t end
+      -- a claim window still open is a deadline: the call after it drops the group
+      if g[3] and g[3] > now then deadline_set(g[3]) end
     end
   end
   -- a pending upgrade lives as long as its upgradable hold
@@ -400,9 +425,11 @@ local function head()
     local t = 't:' .. fmt(qh)
     local v = get(t)
     if v then
-      local n = group_size(v)
+      local n, claim = group_size(v)
       if n then
-        if n > 0 then return nil, nil, qh end
+        -- a group whose claim window passed loses its turn: its readers that did not
+        -- come (died, or came late) find their place passed and come as new readers
+        if n > 0 and (claim == nil or claim > now) then return nil, nil, qh end
       else
         local o, q = ticket_writer(v, qh)
         if q and q.deadline > now then return o, q end
@@ -424,9 +451,10 @@ end
 local function join_readers()
   if rg ~= nil and rg == qt - 1 then
     local v = get('t:' .. fmt(rg))
-    local n = v and group_size(v)
+    local n, claim = nil, nil
+    if v then n, claim = group_size(v) end
     if n and n > 0 then
-      put('t:' .. fmt(rg), 'r ' .. fmt(n + 1))
+      put('t:' .. fmt(rg), group_text(n + 1, claim))
       return rg
     end
   end
@@ -441,13 +469,14 @@ end
 local function leave_readers(g)
   local t = 't:' .. fmt(g)
   local v = get(t)
-  local n = v and group_size(v)
+  local n, claim = nil, nil
+  if v then n, claim = group_size(v) end
   if n == nil then return end
   if n <= 1 then
     del(t)
     if rg == g then rg = nil end
   else
-    put(t, 'r ' .. fmt(n - 1))
+    put(t, group_text(n - 1, claim))
   end
 end
 
@@ -653,10 +682,26 @@ local function finish()
       -- entry would have (the live one renews it when it takes it)
       local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))
       msg = handoff_message(o, q.id, f)
-    elseif g ~= nil and pending == nil and (advanced or not quiet) then
+      -- the claim window: its place, below the head, now carries the deadline by which
+      -- its writer must come and take the hold (prune drops both after it). The hold
+      -- keeps its own deadline, the place's, for the writer that comes in time
+      local claim = math.min(now + CLAIM_MS, q.deadline)
+      put('q:' .. o, format_queued({reader = false, ticket = q.ticket, deadline = claim,
+        id = q.id, lease = q.lease}))
+      deadline_set(claim)
+    elseif g ~= nil and pending == nil then
       -- the readers first in line may enter: they come themselves (readers are not
-      -- granted here: a group is of any size), and each one that enters leaves the group
-      msg = (held == 0) and '*' or 'r'
+      -- granted here: a group is of any size), and each one that enters leaves the
+      -- group. The group's claim window starts now (once): those that do not come
+      -- within it lose their turn (see head)
+      local t = 't:' .. fmt(g)
+      local n, claim = group_size(get(t))
+      if claim == nil then
+        claim = now + CLAIM_MS
+        put(t, group_text(n, claim))
+        deadline_set(claim)
+      end
+      if advanced or not quiet then msg = (held == 0) and '*' or 'r' end
     end
   end
   if qh >= qt then rg = nil end

@@ -52,7 +52,11 @@ macro_rules! library_text {
 }
 
 /// `REVISION` of `lua/layout.lua` (a unit test checks that they agree).
-pub(crate) const REVISION: i64 = 7;
+pub(crate) const REVISION: i64 = 8;
+
+/// `CLAIM_MS` of `lua/layout.lua`, the claim window of a hand-off (a unit test checks that
+/// they agree): a waiter that heard the lock handed to another looks again after it.
+pub(crate) const CLAIM_WINDOW: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// A function library: its name (`FUNCTION LOAD` replaces a library by name), the prefix
 /// of its functions' names, and its text.
@@ -187,6 +191,12 @@ mod tests {
             .text
             .contains(&format!("\nlocal REVISION = {REVISION}\n")));
         assert!(LIBRARY.text.starts_with("#!lua name=cluster_rwlock_4\n"));
+    }
+
+    #[test]
+    fn the_claim_window_is_the_library_s_own() {
+        let ms = CLAIM_WINDOW.as_millis();
+        assert!(LIBRARY.text.contains(&format!("\nlocal CLAIM_MS = {ms}\n")));
     }
 
     #[test]
