@@ -85,7 +85,9 @@
 //!   Once a writer waits, new readers wait behind it (a stream of readers cannot starve a
 //!   writer), and a writer waits only for the readers that came before it (a stream of
 //!   writers cannot starve a reader). A waiter's place lives one lease past its last
-//!   attempt: a waiter that died holds up those behind it for a lease at most.
+//!   attempt, but when its turn comes it has a claim window of one second to take it
+//!   (a writer the lock was handed to, the readers of the group first in line): a
+//!   waiter that died holds up those behind it about a second, not a lease.
 //! - **Upgradable reads.** One owner at a time holds an upgradable read
 //!   ([`RwLock::upgradable_read`]); it shares with plain readers and excludes writers.
 //!   [`UpgradableReadGuard::upgrade`] waits for the plain readers to leave (new readers
@@ -133,9 +135,10 @@
 //! - **Waiting without polling.** Waiters subscribe to the lock's shard channel (one
 //!   subscription per name per client) before they try, and sleep until a release that
 //!   concerns them, or until the earliest lease deadline that could free the lock. A
-//!   release that frees the lock hands it straight to the first queued writer (with the
-//!   deadline its place in the queue had, so a writer that died while queued blocks the
-//!   lock no longer than its place would have). The message only wakes that writer: its
+//!   release that frees the lock hands it straight to the first queued writer (with a
+//!   claim window of one second: a writer that died while queued blocks the lock that
+//!   long, and a waiter that hears the lock handed to another looks again after it).
+//!   The message only wakes that writer: its
 //!   next attempt, under the same hold id, finds the hold on the node that serves the
 //!   slot now and is a grant like any other (fence from the server, confirmed), in every
 //!   durability mode. Its lease is the one its place had left: counted from the send of
