@@ -31,11 +31,15 @@ Guarantees (the Rust client's; see the crate's docs/GUARANTEES.md):
   starves. Waiters are woken by release messages (sharded pub/sub), not by polling.
 
 Blocking calls release the GIL and stop on Ctrl-C (``KeyboardInterrupt``; an acquire
-given up withdraws its place). Create clients after ``os.fork()``, not before.
+given up withdraws its place). Create clients after ``os.fork()``, not before. A process
+that exits releases its holds and withdraws its waits on the way out, within a few
+seconds in all; a service stopped by SIGTERM does too if it called
+:func:`release_on_sigterm`.
 """
 
 import asyncio
 import atexit
+import signal
 import threading
 import weakref
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Union
@@ -43,12 +47,13 @@ from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tup
 from . import _native
 from . import errors
 from .errors import *  # noqa: F401,F403 (the exceptions, listed once: errors.__all__)
-from .errors import LockError
+from .errors import LockError, LockLost
 from .guarded import Compare, Condition, Guarded, Outcome, Word
 
 __all__ = [
     "connect",
     "connect_async",
+    "release_on_sigterm",
     "Client",
     "AsyncClient",
     "RwLock",
@@ -73,19 +78,50 @@ Urls = Union[str, Iterable[str]]
 _held: "weakref.WeakSet[_GuardBase]" = weakref.WeakSet()
 _connected: "weakref.WeakSet[_ClientBase]" = weakref.WeakSet()
 
+#: How long, in all, the way out may take to give everything back (seconds): the
+#: releases, the withdrawals and the closes run at once; past this, what is left ends
+#: with its lease on the server (the cluster is unreachable, or too slow).
+EXIT_BOUND = 2.5
+
+
+def _give_back(park: bool) -> None:
+    """Every wait for the lock in flight given up (its place withdrawn; new ones raise
+    :class:`Closed`), every hold released and every client closed, within
+    ``EXIT_BOUND``. ``park``: the waits given up never return (at interpreter exit only
+    daemon threads are left, which the exit ends) rather than raise ``Closed``."""
+    try:
+        _native.give_back_all([g._native for g in list(_held)], [c._native for c in list(_connected)], EXIT_BOUND, park)
+    except Exception:
+        pass  # the leases end what could not be given back
+
 
 @atexit.register
 def _give_back_at_exit() -> None:
-    for guard in list(_held):
-        try:
-            guard._native.release()
-        except Exception:
-            pass  # lost, or the server is gone: the lease ends it
-    for client in list(_connected):
-        try:
-            client._native.close()
-        except Exception:
-            pass
+    _give_back(park=True)
+
+
+def release_on_sigterm() -> None:
+    """Makes SIGTERM (``docker stop``, Kubernetes, systemd) give everything back and
+    exit. By default SIGTERM ends the process at once, without ``atexit``: its holds stay
+    on the server until their leases end (30 s by default), and its places in the queues
+    until a hand-off to them lapses. With this handler, SIGTERM calls the handler set
+    before it (a Python one, if any), then withdraws every wait in flight (each raises
+    :class:`Closed` in its thread), releases every hold and closes every client (within
+    ``EXIT_BOUND``), and exits with status 143 (128 + SIGTERM) by raising
+    ``SystemExit(143)`` in the main thread. Call it from the main thread, once, at start.
+
+    >>> import cluster_rwlock
+    >>> cluster_rwlock.release_on_sigterm()
+    """
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if callable(previous):
+            previous(signum, frame)
+        _give_back(park=False)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _options(arguments: Dict[str, Any]) -> Dict[str, Any]:
@@ -111,6 +147,15 @@ def _setter(event: Any) -> Callable[[], None]:
             pass  # the loop is closed: nobody is left to tell
 
     return told
+
+
+def _told(guard: Any) -> None:
+    """Sets ``guard.lost`` now if its native guard is lost: a call that found the loss (a
+    guarded call or a release answered ``LockLost``, an upgrade that took the hold with
+    it) tells at once, not when a watcher's callback gets the GIL. Called on the thread
+    (or loop) the event belongs to."""
+    if guard._native.is_lost() and not guard.lost.is_set():
+        guard.lost.set()
 
 
 def _end_block(release: Callable[[], None], exc_type: Any) -> None:
@@ -479,23 +524,44 @@ class Guard(_GuardBase):
     def release(self) -> None:
         """Releases the hold now (a second call does nothing). Raises :class:`LockLost`
         when the hold was lost before: work done under it may have overlapped another
-        holder's."""
-        self._native.release()
+        holder's (then ``lost`` is set too)."""
+        try:
+            self._native.release()
+        except LockError:
+            _told(self)
+            raise
 
     def guarded(self) -> "Guarded[Any]":
-        """A guarded call under this hold (see :class:`Guarded`)."""
-        native = self._native
-        return Guarded(lambda then, other, commit: _outcome(native.guarded(then, other, commit), commit))
+        """A guarded call under this hold (see :class:`Guarded`); one answered
+        :class:`LockLost` sets ``lost``."""
+
+        def runner(then: List[Any], other: Optional[List[Any]], commit: bool) -> Any:
+            try:
+                return _outcome(self._native.guarded(then, other, commit), commit)
+            except LockError:
+                _told(self)
+                raise
+
+        return Guarded(runner)
 
     def upgrade(self, timeout: Optional[float] = None) -> "Guard":
         """An upgradable read made write, with no writer in between; returns the write
-        guard (this one is spent). On :class:`Timeout`, this guard still holds."""
-        return Guard(self._native.upgrade(timeout), self._lock)
+        guard (this one is spent). On :class:`Timeout`, this guard still holds; on
+        another error, or Ctrl-C, its hold went with the call: it is lost (``lost`` set)."""
+        try:
+            return Guard(self._native.upgrade(timeout), self._lock)
+        except BaseException:
+            _told(self)
+            raise
 
     def downgrade(self) -> "Guard":
         """A write hold made read, with no writer in between; returns the read guard
-        (this one is spent)."""
-        return Guard(self._native.downgrade(), self._lock)
+        (this one is spent). On an error, this one is lost, as for :meth:`upgrade`."""
+        try:
+            return Guard(self._native.downgrade(), self._lock)
+        except BaseException:
+            _told(self)
+            raise
 
     def __enter__(self) -> "Guard":
         return self
@@ -515,24 +581,46 @@ class AsyncGuard(_GuardBase):
 
     async def release(self) -> None:
         """As :meth:`Guard.release`."""
-        await self._native.release_async()
+        try:
+            await self._native.release_async()
+        except LockError:
+            _told(self)
+            raise
 
     def guarded(self) -> "Guarded[Any]":
         """A guarded call under this hold; ``run()`` and ``commit()`` are awaitables."""
-        native = self._native
 
         async def runner(then: List[Any], other: Optional[List[Any]], commit: bool) -> Any:
-            return _outcome(await native.guarded_async(then, other, commit), commit)
+            try:
+                return _outcome(await self._native.guarded_async(then, other, commit), commit)
+            except LockError:
+                _told(self)
+                raise
 
         return Guarded(runner)
 
+    async def _change(self, changing: Awaitable[Any]) -> "AsyncGuard":
+        try:
+            return AsyncGuard(await changing, self._lock)
+        except asyncio.CancelledError:
+            # the call is dropped on the client's runtime a moment later: wait for it, so
+            # that `is_lost` and `lost` tell what it left from now on
+            self._native.settled(0.5)
+            _told(self)
+            raise
+        except BaseException:
+            _told(self)
+            raise
+
     async def upgrade(self, timeout: Optional[float] = None) -> "AsyncGuard":
-        """As :meth:`Guard.upgrade`."""
-        return AsyncGuard(await self._native.upgrade_async(timeout), self._lock)
+        """As :meth:`Guard.upgrade`; cancelled (``asyncio.wait_for``, a task cancelled)
+        after it took the hold, this guard is lost at once (``lost`` set): the hold went
+        back with the call."""
+        return await self._change(self._native.upgrade_async(timeout))
 
     async def downgrade(self) -> "AsyncGuard":
-        """As :meth:`Guard.downgrade`."""
-        return AsyncGuard(await self._native.downgrade_async(), self._lock)
+        """As :meth:`Guard.downgrade` (and cancelled, as :meth:`upgrade`)."""
+        return await self._change(self._native.downgrade_async())
 
     async def __aenter__(self) -> "AsyncGuard":
         return self
@@ -563,8 +651,11 @@ class MultiGuard:
             try:
                 g._native.release()
             except LockError as e:
+                _told(g)
                 errors.append(e)
         if errors:
+            if isinstance(errors[0], LockLost):
+                self.lost.set()
             raise errors[0]
 
     def release(self) -> None:
@@ -575,8 +666,13 @@ class MultiGuard:
     async def release_async(self) -> None:
         """Releases every member, concurrently; raises as :meth:`release`."""
         results = await asyncio.gather(*(g._native.release_async() for g in self.guards), return_exceptions=True)
+        for g, r in zip(self.guards, results):
+            if isinstance(r, LockError):
+                _told(g)
         for r in results:
             if isinstance(r, BaseException):
+                if isinstance(r, LockLost):
+                    self.lost.set()
                 raise r
 
     def __enter__(self) -> "MultiGuard":

@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 
 use crate::guard::NativeGuard;
 use crate::options::{config, Options};
-use crate::run::{awaitable, seconds, wait};
+use crate::run::{awaitable, awaitable_queued, seconds, wait, wait_queued};
 
 /// A connection to a cluster (or one node): its connections, subscriptions and the task
 /// that renews its holds. Cheap to share between threads.
@@ -36,6 +36,32 @@ pub(crate) fn connect_async<'py>(py: Python<'py>, options: Options) -> PyResult<
             client: LockClient::connect(c).await?,
         })
     })
+}
+
+/// Gives everything back as the process ends (see `run::give_back_all`): the waits in
+/// flight withdrawn, `guards` released, `clients` closed, all within `bound` seconds;
+/// `park`: waits given up park their (daemon) threads rather than raise. Returns whether
+/// it all ended in time.
+#[pyfunction]
+pub(crate) fn give_back_all(
+    py: Python<'_>,
+    guards: Vec<Bound<'_, NativeGuard>>,
+    clients: Vec<Bound<'_, NativeClient>>,
+    bound: f64,
+    park: bool,
+) -> PyResult<bool> {
+    let bound = seconds("bound", Some(bound))?.unwrap_or_default();
+    let releases = guards.iter().map(|g| g.get().release_quietly()).collect();
+    let closes = clients
+        .iter()
+        .map(|c| {
+            let client = c.get().client.clone();
+            async move {
+                client.close().await;
+            }
+        })
+        .collect();
+    Ok(crate::run::give_back_all(py, releases, closes, bound, park))
 }
 
 #[pymethods]
@@ -152,7 +178,7 @@ impl NativeLock {
         timeout: Option<f64>,
     ) -> PyResult<Option<NativeGuard>> {
         let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
-        wait(py, acquire(self.lock.clone(), mode, blocking, timeout))
+        wait_queued(py, acquire(self.lock.clone(), mode, blocking, timeout))
     }
 
     /// As `acquire`, as an awaitable.
@@ -165,7 +191,7 @@ impl NativeLock {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (mode, timeout) = (mode_of(mode)?, seconds("timeout", timeout)?);
-        awaitable(py, acquire(self.lock.clone(), mode, blocking, timeout))
+        awaitable_queued(py, acquire(self.lock.clone(), mode, blocking, timeout))
     }
 
     /// The same lock with its own lease (in seconds) for the holds taken through the
@@ -289,7 +315,7 @@ impl NativeMulti {
         timeout: Option<f64>,
     ) -> PyResult<Option<Vec<NativeGuard>>> {
         let timeout = seconds("timeout", timeout)?;
-        wait(py, lock_all(self.multi.clone(), blocking, timeout))
+        wait_queued(py, lock_all(self.multi.clone(), blocking, timeout))
     }
 
     /// As `lock`, as an awaitable.
@@ -301,7 +327,7 @@ impl NativeMulti {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = seconds("timeout", timeout)?;
-        awaitable(py, lock_all(self.multi.clone(), blocking, timeout))
+        awaitable_queued(py, lock_all(self.multi.clone(), blocking, timeout))
     }
 
     /// The same members with their own lease (seconds).

@@ -69,6 +69,21 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     made.unwrap_or_else(|_| PyRuntimeError::new_err(message))
 }
 
+/// The `Closed` a wait for the lock raises once the process gives everything back on its
+/// way out (at exit, or at SIGTERM with `release_on_sigterm`).
+pub(crate) fn exiting(py: Python<'_>) -> PyErr {
+    let message =
+        "the process is exiting: its waits for the lock were withdrawn and its holds released";
+    let made = (|| -> PyResult<PyErr> {
+        let exc = py
+            .import("cluster_rwlock.errors")?
+            .getattr("Closed")?
+            .call1((message,))?;
+        Ok(PyErr::from_value(exc))
+    })();
+    made.unwrap_or_else(|_| PyRuntimeError::new_err(message))
+}
+
 /// An `InvalidConfig` for a mistake found before the configuration is built.
 pub(crate) fn invalid_config(message: String) -> PyErr {
     Python::attach(|py| to_py(py, Error::InvalidConfig(message)))

@@ -1,6 +1,12 @@
 //! A granted hold: its fence, its loss signal, its release, its guarded calls, and its
 //! upgrade and downgrade. The Rust guard lives here until released; dropped without a
 //! release (the Python object collected), it is released in the background, as in Rust.
+//!
+//! A loss is told to Python as soon as any call finds it, whatever the Rust guard makes
+//! of it: a guarded call or a release answered `LockLost`, and an upgrade or downgrade
+//! that took the hold and neither kept it nor turned it into the new guard (an error, or
+//! the call cancelled: the hold went back to the server with it), mark the guard lost
+//! (`is_lost`, and the `on_lost` callbacks) at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,11 +17,31 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::run::{awaitable, runtime, seconds, wait};
+use crate::run::{awaitable, awaitable_queued, runtime, seconds, wait, wait_queued};
 
 /// The Rust guard, shared with the tasks that run guarded calls under it; `None` once
 /// released (or turned into another guard by an upgrade or downgrade).
 type Held = Arc<tokio::sync::RwLock<Option<AnyGuard>>>;
+
+/// Set when a call of this binding found the hold lost (see the module's doc).
+type Marked = Arc<tokio::sync::watch::Sender<bool>>;
+
+/// Marks `m` lost.
+fn mark(m: &Marked) {
+    m.send_replace(true);
+}
+
+/// Marks its guard lost when dropped armed: an upgrade or downgrade that took the hold
+/// and did not end by putting it back or turning it into the new guard.
+struct MarkUnlessDone(Option<Marked>);
+
+impl Drop for MarkUnlessDone {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            mark(&m);
+        }
+    }
+}
 
 /// One hold of a lock.
 #[pyclass(frozen, module = "cluster_rwlock._native")]
@@ -24,6 +50,7 @@ pub(crate) struct NativeGuard {
     mode: Mode,
     owner: String,
     lost: LostSignal,
+    marked: Marked,
     lock: RwLock,
     held: Held,
     /// The tasks waiting to tell Python of a loss: stopped at release, so that a normal
@@ -55,6 +82,7 @@ impl NativeGuard {
             mode: guard.mode(),
             owner: guard.owner().to_string(),
             lost: guard.lost_signal(),
+            marked: Arc::new(tokio::sync::watch::channel(false).0),
             lock,
             held: Arc::new(tokio::sync::RwLock::new(Some(guard))),
             watchers: Watchers::default(),
@@ -62,13 +90,34 @@ impl NativeGuard {
     }
 
     /// Stops the loss watchers and releases the Rust guard, if it is still there (a
-    /// second release does nothing).
-    async fn release_held(held: Held, watchers: Watchers) -> cluster_rwlock::Result<()> {
+    /// second release does nothing); a release answered `LockLost` marks the guard lost.
+    async fn release_held(
+        held: Held,
+        watchers: Watchers,
+        marked: Marked,
+    ) -> cluster_rwlock::Result<()> {
         stop(&watchers);
         let guard = held.write().await.take();
-        match guard {
+        let released = match guard {
             Some(g) => g.release().await,
             None => Ok(()),
+        };
+        if matches!(released, Err(Error::LockLost)) {
+            mark(&marked);
+        }
+        released
+    }
+
+    /// The release the process's exit makes (see `run::give_back_all`), its outcome
+    /// unread.
+    pub(crate) fn release_quietly(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let released = NativeGuard::release_held(
+            self.held.clone(),
+            self.watchers.clone(),
+            self.marked.clone(),
+        );
+        async move {
+            let _ = released.await;
         }
     }
 
@@ -212,44 +261,59 @@ impl<'py> IntoPyObject<'py> for Ran {
 
 /// Runs `batch` under the guard in `held`: `commit` reports a failed condition in the
 /// result; else it is a `ConditionFailed`.
-async fn run_guarded(held: Held, batch: Batch, commit: bool) -> cluster_rwlock::Result<Ran> {
+/// A call answered `LockLost` marks the guard lost.
+async fn run_guarded(
+    held: Held,
+    batch: Batch,
+    commit: bool,
+    marked: Marked,
+) -> cluster_rwlock::Result<Ran> {
     let held = held.read_owned().await;
     let Some(guard) = held.as_ref() else {
         return Err(Error::LockLost);
     };
-    if commit {
-        let o = batch.commit(guard).await?;
-        Ok(Ran {
+    let ran = if commit {
+        batch.commit(guard).await.map(|o| Ran {
             succeeded: o.succeeded,
             failed_condition: o.failed_condition,
             replies: o.replies,
         })
     } else {
-        let replies = batch.run(guard).await?;
-        Ok(Ran {
+        batch.run(guard).await.map(|replies| Ran {
             succeeded: true,
             failed_condition: None,
             replies,
         })
+    };
+    if matches!(ran, Err(Error::LockLost)) {
+        mark(&marked);
     }
+    ran
 }
 
 /// Upgrades (`to == Write`, within `timeout`) or downgrades (`to == Read`) the guard in
-/// `held`; a timed-out upgrade keeps the upgradable hold in place, and its watchers.
+/// `held`; a timed-out upgrade keeps the upgradable hold in place, and its watchers. Any
+/// other end but the new guard (an error, or this future dropped) leaves the guard
+/// marked lost: its hold is gone with the call.
 async fn change(
     held: Held,
     watchers: Watchers,
+    marked: Marked,
     to: Mode,
     timeout: Option<Duration>,
 ) -> cluster_rwlock::Result<AnyGuard> {
     let mut slot = held.write_owned().await;
-    let changed: AnyGuard = match (slot.take(), to, timeout) {
+    let taken = slot.take();
+    // (declared after `slot`, so dropped before it: marked before the guard is free)
+    let mut unless_done = MarkUnlessDone(taken.is_some().then(|| marked.clone()));
+    let changed: AnyGuard = match (taken, to, timeout) {
         (Some(AnyGuard::Upgradable(u)), Mode::Write, None) => u.upgrade().await?.into(),
         (Some(AnyGuard::Upgradable(u)), Mode::Write, Some(t)) => {
             match u.upgrade_timeout(t).await? {
                 Ok(w) => w.into(),
                 Err(kept) => {
                     *slot = Some(kept.into());
+                    unless_done.0 = None;
                     return Err(Error::Timeout(t));
                 }
             }
@@ -258,9 +322,11 @@ async fn change(
         // (checked before: a guard of another mode never gets here; a released one may)
         (other, _, _) => {
             *slot = other;
+            unless_done.0 = None;
             return Err(Error::LockLost);
         }
     };
+    unless_done.0 = None;
     stop(&watchers);
     Ok(changed)
 }
@@ -294,7 +360,21 @@ impl NativeGuard {
     /// Whether the hold may have been lost (its lease ran out before a renewal was
     /// confirmed, or the server said it is gone): from then on it must not be relied on.
     fn is_lost(&self) -> bool {
-        self.lost.is_lost()
+        self.lost.is_lost() || *self.marked.borrow()
+    }
+
+    /// Waits (blocking, at most `timeout` seconds) until no upgrade, downgrade or release
+    /// of this guard is under way: one whose awaitable was cancelled has then ended, and
+    /// `is_lost` tells what it left.
+    fn settled(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let t = seconds("timeout", Some(timeout))?.unwrap_or_default();
+        let held = self.held.clone();
+        py.detach(|| {
+            runtime().block_on(async {
+                let _ = tokio::time::timeout(t, held.read()).await;
+            })
+        });
+        Ok(())
     }
 
     /// Whether the guard still holds its Rust guard (not released, upgraded or
@@ -307,8 +387,12 @@ impl NativeGuard {
     /// a release.
     fn on_lost(&self, callback: Py<PyAny>) {
         let signal = self.lost.clone();
+        let mut marked = self.marked.subscribe();
         let task = runtime().spawn(async move {
-            signal.lost().await;
+            tokio::select! {
+                _ = signal.lost() => {}
+                _ = marked.wait_for(|m| *m) => {}
+            }
             Python::attach(|py| {
                 if let Err(e) = callback.call0(py) {
                     e.write_unraisable(py, None);
@@ -326,7 +410,11 @@ impl NativeGuard {
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         wait(
             py,
-            NativeGuard::release_held(self.held.clone(), self.watchers.clone()),
+            NativeGuard::release_held(
+                self.held.clone(),
+                self.watchers.clone(),
+                self.marked.clone(),
+            ),
         )
     }
 
@@ -334,7 +422,11 @@ impl NativeGuard {
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         awaitable(
             py,
-            NativeGuard::release_held(self.held.clone(), self.watchers.clone()),
+            NativeGuard::release_held(
+                self.held.clone(),
+                self.watchers.clone(),
+                self.marked.clone(),
+            ),
         )
     }
 
@@ -351,7 +443,10 @@ impl NativeGuard {
     ) -> PyResult<Py<PyAny>> {
         self.check(self.mode, "")?;
         let b = batch(py, &self.lock, then, otherwise)?;
-        let ran = wait(py, run_guarded(self.held.clone(), b, commit))?;
+        let ran = wait(
+            py,
+            run_guarded(self.held.clone(), b, commit, self.marked.clone()),
+        )?;
         Ok(ran.into_pyobject(py)?.into_any().unbind())
     }
 
@@ -366,7 +461,10 @@ impl NativeGuard {
     ) -> PyResult<Bound<'py, PyAny>> {
         self.check(self.mode, "")?;
         let b = batch(py, &self.lock, then, otherwise)?;
-        awaitable(py, run_guarded(self.held.clone(), b, commit))
+        awaitable(
+            py,
+            run_guarded(self.held.clone(), b, commit, self.marked.clone()),
+        )
     }
 
     /// Upgrades an upgradable read hold to write, blocking (at most `timeout` seconds:
@@ -376,8 +474,11 @@ impl NativeGuard {
     fn upgrade(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<NativeGuard> {
         self.check(Mode::Upgradable, "an upgradable read guard upgrades")?;
         let t = seconds("timeout", timeout)?;
-        let (held, lock) = (self.held.clone(), self.lock.clone());
-        let g = wait(py, change(held, self.watchers.clone(), Mode::Write, t))?;
+        let (held, lock, marked) = (self.held.clone(), self.lock.clone(), self.marked.clone());
+        let g = wait_queued(
+            py,
+            change(held, self.watchers.clone(), marked, Mode::Write, t),
+        )?;
         Ok(NativeGuard::new(g, lock))
     }
 
@@ -390,11 +491,11 @@ impl NativeGuard {
     ) -> PyResult<Bound<'py, PyAny>> {
         self.check(Mode::Upgradable, "an upgradable read guard upgrades")?;
         let t = seconds("timeout", timeout)?;
-        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let (held, lock, marked) = (self.held.clone(), self.lock.clone(), self.marked.clone());
         let watchers = self.watchers.clone();
-        awaitable(py, async move {
+        awaitable_queued(py, async move {
             Ok(NativeGuard::new(
-                change(held, watchers, Mode::Write, t).await?,
+                change(held, watchers, marked, Mode::Write, t).await?,
                 lock,
             ))
         })
@@ -404,19 +505,22 @@ impl NativeGuard {
     /// read guard, and this one is spent.
     fn downgrade(&self, py: Python<'_>) -> PyResult<NativeGuard> {
         self.check(Mode::Write, "a write guard downgrades")?;
-        let (held, lock) = (self.held.clone(), self.lock.clone());
-        let g = wait(py, change(held, self.watchers.clone(), Mode::Read, None))?;
+        let (held, lock, marked) = (self.held.clone(), self.lock.clone(), self.marked.clone());
+        let g = wait(
+            py,
+            change(held, self.watchers.clone(), marked, Mode::Read, None),
+        )?;
         Ok(NativeGuard::new(g, lock))
     }
 
     /// As `downgrade`, as an awaitable.
     fn downgrade_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.check(Mode::Write, "a write guard downgrades")?;
-        let (held, lock) = (self.held.clone(), self.lock.clone());
+        let (held, lock, marked) = (self.held.clone(), self.lock.clone(), self.marked.clone());
         let watchers = self.watchers.clone();
         awaitable(py, async move {
             Ok(NativeGuard::new(
-                change(held, watchers, Mode::Read, None).await?,
+                change(held, watchers, marked, Mode::Read, None).await?,
                 lock,
             ))
         })

@@ -17,7 +17,7 @@ mod run;
 
 use pyo3::prelude::*;
 
-/// The module: its classes and its two ways to connect.
+/// The module: its classes, its two ways to connect, and the give-back at exit.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::NativeClient>()?;
@@ -26,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<guard::NativeGuard>()?;
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;
+    m.add_function(wrap_pyfunction!(client::give_back_all, m)?)?;
     Ok(())
 }

@@ -1,26 +1,85 @@
 //! Where the lock's work runs: one tokio runtime for the process (pyo3-async-runtimes'),
-//! and the two ways Python waits for it: a blocking call that releases the GIL and
-//! still stops on Ctrl-C, and an asyncio awaitable.
+//! the two ways Python waits for it (a blocking call that releases the GIL and still
+//! stops on Ctrl-C, and an asyncio awaitable), and the process's exit: every wait in
+//! flight withdrawn, every hold released, every client closed, within one bound.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use tokio::sync::watch;
 
-use crate::errors::to_py;
+use crate::errors::{exiting, to_py};
 
 /// How often a blocking call looks for a signal (Ctrl-C) while it waits.
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+/// How long a blocking call stopped by a signal waits for its work to be dropped (the
+/// acquire's place withdrawn, the upgrade's hold given back) before the signal's
+/// exception is raised: dropping takes microseconds; this only bounds a runtime too busy.
+const DROP_WAIT: Duration = Duration::from_secs(1);
 
 /// The runtime every client, renewal task and waiter of this process runs on.
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
 }
 
+/// Set when the process gives everything back ([`give_back_all`]): the waits in flight
+/// give up (their places are withdrawn) and new ones are refused.
+static EXITING: LazyLock<watch::Sender<bool>> = LazyLock::new(|| watch::channel(false).0);
+
+/// How many waits ([`queued`]) are in flight.
+static WAITS: LazyLock<watch::Sender<usize>> = LazyLock::new(|| watch::channel(0).0);
+
+/// Whether a wait given up at exit parks its thread for good rather than raising: at
+/// interpreter exit only daemon threads are left, and a traceback from each would be
+/// noise; at SIGTERM, threads that are not daemons must end for the process to end, so
+/// they raise `Closed`.
+static PARK: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process is giving everything back.
+fn is_exiting() -> bool {
+    *EXITING.borrow()
+}
+
+/// One wait in flight, counted until dropped.
+struct InFlight;
+
+impl InFlight {
+    fn new() -> InFlight {
+        WAITS.send_modify(|n| *n += 1);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        WAITS.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// `work` (a wait for the lock: an acquire, an upgrade), given up when the process
+/// exits: `None` then. Giving up drops `work`, which withdraws what it left on the
+/// server (a place in the queue, a hold handed over meanwhile) in the background, before
+/// this wait stops being counted; the client's `close` sends those withdrawals.
+async fn queued<T>(
+    work: impl Future<Output = cluster_rwlock::Result<T>>,
+) -> Option<cluster_rwlock::Result<T>> {
+    let _counted = InFlight::new();
+    let mut exit = EXITING.subscribe();
+    tokio::select! {
+        biased;
+        _ = exit.wait_for(|e| *e) => None,
+        r = work => Some(r),
+    }
+}
+
 /// Runs `work` on the runtime and blocks the calling thread until it ends, with the GIL
 /// released, so that other Python threads run meanwhile. A signal (Ctrl-C) raises its
-/// exception (`KeyboardInterrupt`) at once and drops `work`: every operation of the lock
+/// exception (`KeyboardInterrupt`) once `work` was dropped: every operation of the lock
 /// is cancel safe (an acquire given up withdraws its place; a grant that arrived in
 /// between is released).
 pub(crate) fn wait<T, F>(py: Python<'_>, work: F) -> PyResult<T>
@@ -28,13 +87,45 @@ where
     T: Send + 'static,
     F: Future<Output = cluster_rwlock::Result<T>> + Send + 'static,
 {
+    block(py, async move { Some(work.await) })
+}
+
+/// As [`wait`], for a wait for the lock, which the process's exit gives up: refused
+/// (`Closed`) once the exit began; given up by it, it raises `Closed` or, at interpreter
+/// exit, never returns (its thread is a daemon that the exit ends).
+pub(crate) fn wait_queued<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = cluster_rwlock::Result<T>> + Send + 'static,
+{
+    if is_exiting() {
+        return Err(exiting(py));
+    }
+    block(py, queued(work))
+}
+
+/// Runs `work` (`None`: given up at exit) as [`wait`] says.
+fn block<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: Future<Output = Option<cluster_rwlock::Result<T>>> + Send + 'static,
+{
     let mut handle = runtime().spawn(work);
     loop {
         let ended = py.detach(|| {
-            runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await })
+            let ended =
+                runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await });
+            // parked without taking the GIL again: the interpreter may be finalizing
+            if matches!(ended, Ok(Ok(None))) && PARK.load(Ordering::Acquire) {
+                loop {
+                    std::thread::park();
+                }
+            }
+            ended
         });
         match ended {
-            Ok(Ok(result)) => return result.map_err(|e| to_py(py, e)),
+            Ok(Ok(Some(result))) => return result.map_err(|e| to_py(py, e)),
+            Ok(Ok(None)) => return Err(exiting(py)),
             Ok(Err(join)) => {
                 return Err(PyRuntimeError::new_err(format!(
                     "the lock's task failed: {join}"
@@ -43,6 +134,11 @@ where
             Err(_still_running) => {
                 if let Err(signal) = py.check_signals() {
                     handle.abort();
+                    py.detach(|| {
+                        runtime().block_on(async {
+                            let _ = tokio::time::timeout(DROP_WAIT, &mut handle).await;
+                        })
+                    });
                     return Err(signal);
                 }
             }
@@ -63,6 +159,66 @@ where
             Err(e) => Err(Python::attach(|py| to_py(py, e))),
         }
     })
+}
+
+/// As [`awaitable`], for a wait for the lock, which the process's exit gives up (as
+/// [`wait_queued`]: `Closed`, or at interpreter exit an awaitable that never ends).
+pub(crate) fn awaitable_queued<'py, T, F>(py: Python<'py>, work: F) -> PyResult<Bound<'py, PyAny>>
+where
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+    F: Future<Output = cluster_rwlock::Result<T>> + Send + 'static,
+{
+    if is_exiting() {
+        return Err(exiting(py));
+    }
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        match queued(work).await {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(Python::attach(|py| to_py(py, e))),
+            None => {
+                if PARK.load(Ordering::Acquire) {
+                    std::future::pending::<()>().await;
+                }
+                Err(Python::attach(exiting))
+            }
+        }
+    })
+}
+
+/// Gives everything back as the process ends, blocking for at most `bound`: every wait
+/// in flight gives up (its place withdrawn) and new ones are refused, every hold in
+/// `releases` is released, all at once, then every client in `closes` sends what is
+/// left and closes. Past `bound` it gives up: what is left ends with its lease on the
+/// server. `park`: see [`PARK`]. Returns whether it all ended within `bound`.
+pub(crate) fn give_back_all<R, C>(
+    py: Python<'_>,
+    releases: Vec<R>,
+    closes: Vec<C>,
+    bound: Duration,
+    park: bool,
+) -> bool
+where
+    R: Future<Output = ()> + Send + 'static,
+    C: Future<Output = ()> + Send + 'static,
+{
+    PARK.store(park, Ordering::Release);
+    EXITING.send_replace(true);
+    let work = async move {
+        let mut first = tokio::task::JoinSet::new();
+        for r in releases {
+            first.spawn(r);
+        }
+        first.spawn(async {
+            let _ = WAITS.subscribe().wait_for(|n| *n == 0).await;
+        });
+        while first.join_next().await.is_some() {}
+        let mut then = tokio::task::JoinSet::new();
+        for c in closes {
+            then.spawn(c);
+        }
+        while then.join_next().await.is_some() {}
+    };
+    py.detach(|| runtime().block_on(async { tokio::time::timeout(bound, work).await.is_ok() }))
 }
 
 /// A duration in seconds from Python, checked: `None` is none; a negative, NaN, infinite

@@ -325,3 +325,221 @@ def test_several_locks_at_once_in_any_order_without_deadlock(client, seeds):
 
     import asyncio
     asyncio.run(on_asyncio())
+
+
+def _child(code, **kwargs):
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _queued(lock, who="waiting_writers", within=10.0):
+    deadline = time.monotonic() + within
+    while not lock.state()[who] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lock.state()[who], "the child never queued"
+
+
+def _granted_in(lock, timeout=15.0):
+    """How long a new writer of `lock` waits (its lease is 10 s: a hand-off to a dead
+    waiter would keep it waiting about that long)."""
+    started = time.monotonic()
+    with lock.write(timeout=timeout):
+        return time.monotonic() - started
+
+
+@pytest.mark.parametrize("ending", ["return", "ctrl-c in join"])
+def test_a_process_that_exits_while_waiting_withdraws_its_place(client, name, seeds, ending):
+    lock = client.rwlock(name, lease=10)
+    child = _child(f"""
+        import signal, sys, threading, cluster_rwlock
+        {CHILD_TLS}
+        client = cluster_rwlock.connect({seeds!r}, client_name="exits-waiting", lease=10, **TLS)
+        waiter = threading.Thread(target=client.rwlock({name!r}).write, daemon=True)
+        waiter.start()
+        print("WAITING", flush=True)
+        if {ending!r} == "return":
+            sys.stdin.readline()
+        else:
+            waiter.join()
+    """)
+    with lock.write(timeout=5):
+        assert child.stdout.readline().strip() == "WAITING", child.stderr.read()
+        _queued(lock)
+        if ending == "return":
+            child.stdin.write("\n")
+            child.stdin.flush()
+        else:
+            child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+        assert ending != "return" or (child.returncode == 0 and err == ""), err
+        assert lock.state()["waiting_writers"] == []  # withdrawn on the way out
+    waited = _granted_in(client.rwlock(name, lease=10))
+    assert waited < 2.0, f"a writer waited {waited:.1f} s for a lock handed to a process that had exited"
+
+
+class _BlackHole:
+    """A TCP proxy to 127.0.0.1:`port` that, once cut, forwards nothing and answers
+    nothing: its connections stay open, new ones are accepted and never served."""
+
+    def __init__(self, port):
+        import socket
+        import threading
+
+        self._socket, self._target, self.cut = socket, port, threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._kept = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self._kept.append(conn)
+            if self.cut.is_set():
+                continue
+            up = self._socket.create_connection(("127.0.0.1", self._target))
+            self._kept.append(up)
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst):
+        while True:
+            try:
+                data = src.recv(65536)
+                if not data:
+                    return
+                if not self.cut.is_set():
+                    dst.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        for s in [self._listener, *self._kept]:
+            s.close()
+
+
+@pytest.fixture
+def lone_redis(tmp_path):
+    """A standalone redis-server of this test's own (a single node, not a cluster)."""
+    import shutil
+    import socket
+
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("no redis-server on this machine")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([server, "--port", str(port), "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+def test_an_exit_with_the_server_unreachable_is_bounded(lone_redis):
+    proxy = _BlackHole(lone_redis)
+    try:
+        child = _child(f"""
+            import sys, cluster_rwlock
+            client = cluster_rwlock.connect("redis://127.0.0.1:{proxy.port}", client_name="cut-off")
+            held = [client.rwlock("a:{{a}}").write(timeout=5), client.rwlock("b:{{b}}").read(timeout=5)]
+            print("HELD", flush=True)
+            sys.stdin.readline()
+        """)
+        assert child.stdout.readline().strip() == "HELD", child.stderr.read()
+        proxy.cut.set()
+        started = time.monotonic()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            pytest.fail("the exit took over 20 s")
+        took = time.monotonic() - started
+        assert took < 5.0, f"the exit took {took:.1f} s"
+    finally:
+        proxy.close()
+
+
+def test_release_on_sigterm_gives_everything_back_and_exits_143(client, name, seeds):
+    waited_for = name.replace("py-", "py-w-")
+    lock, other = client.rwlock(name, lease=10), client.rwlock(waited_for, lease=10)
+    child = _child(f"""
+        import signal, threading, time, cluster_rwlock
+        {CHILD_TLS}
+        signal.signal(signal.SIGTERM, lambda *_: print("PREVIOUS", flush=True))
+        cluster_rwlock.release_on_sigterm()
+        client = cluster_rwlock.connect({seeds!r}, client_name="terminated", lease=10, **TLS)
+        held = client.rwlock({name!r}).write(timeout=5)
+        # a thread that is not a daemon waits: it must not keep the process alive
+        threading.Thread(target=client.rwlock({waited_for!r}).write).start()
+        print("HELD", flush=True)
+        time.sleep(60)
+    """)
+    with other.write(timeout=5):
+        assert child.stdout.readline().strip() == "HELD", child.stderr.read()
+        _queued(other)
+        assert lock.try_write() is None
+        sent = time.monotonic()
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=20)
+        assert child.returncode == 143, err
+        assert out.strip() == "PREVIOUS"
+        waited = _granted_in(lock)
+        assert time.monotonic() - sent < 2.0 and waited < 1.0, f"a writer waited {waited:.1f} s"
+        assert other.state()["waiting_writers"] == []
+    assert _granted_in(other) < 2.0
+
+
+def test_a_loss_a_call_finds_is_told_at_once(client, name):
+    tag = name[name.index("{"):]
+    lock = client.rwlock(name)  # the default lease: no renewal for 10 s to find the loss
+    w = lock.write(timeout=5)
+    assert client.force_release(name)["holds_removed"] == 1
+    with pytest.raises(cluster_rwlock.LockLost):
+        w.guarded().set(f"late:{tag}", "x").run()
+    assert w.is_lost and w.lost.is_set() and "lost" in repr(w)
+    # a release that finds the hold gone says so, and sets the event too
+    w = lock.write(timeout=5)
+    assert client.force_release(name)["holds_removed"] == 1
+    with pytest.raises(cluster_rwlock.LockLost):
+        w.release()
+    assert w.is_lost and w.lost.is_set() and "lost" in repr(w)
+
+
+def test_a_cancelled_upgrade_tells_its_guard_at_once(client, seeds, name):
+    import asyncio
+
+    async def main():
+        async with await cluster_rwlock.connect_async(seeds, **tls()) as ac:
+            u = await ac.rwlock(name).upgradable_read(timeout=5)
+            reader = client.rwlock(name).read(timeout=5)  # keeps the upgrade waiting
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(u.upgrade(), 0.3)
+            # the upgradable hold went with the cancelled upgrade: not believed a moment more
+            assert not u.is_held and u.is_lost and u.lost.is_set() and "lost" in repr(u)
+            reader.release()
+            deadline = time.monotonic() + 2
+            while (w := client.rwlock(name).try_write()) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert w is not None, "the cancelled upgrade left a hold or a place behind"
+            w.release()
+
+    asyncio.run(main())
