@@ -316,6 +316,7 @@ mod observe;
 mod pending;
 mod raw;
 mod renewal;
+mod replica;
 mod routed;
 mod scripts;
 mod shared;
@@ -440,6 +441,7 @@ pub use lock::{
 pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
 pub use multi::{MultiGuard, MultiLock};
+pub use replica::ReplicaStatus;
 pub use scripts::Setup;
 
 #[cfg(test)]
