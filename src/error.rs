@@ -41,16 +41,41 @@ pub enum Error {
     #[error("the lease of this hold was lost")]
     LockLost,
     /// A grant (or a renewal) was not acknowledged by enough replicas in time: it does
-    /// not count, and the library gives it back (a waiting acquire tries again). Nothing
-    /// the caller asked to write ran. Retryable.
+    /// not count, and the library gives it back (a waiting acquire tries again, and
+    /// returns this error rather than [`Timeout`](Error::Timeout) when its time runs out
+    /// after such a refusal). Nothing the caller asked to write ran. Retryable. `silent`
+    /// names the replicas that did not acknowledge, as their master lists them: a
+    /// replica frozen, cut off or in a full sync stops grants on its master until it
+    /// acknowledges again or the master drops it (`repl-timeout`: see
+    /// `docs/GUARANTEES.md`).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// use std::time::Duration;
+    /// match lock.write_timeout(Duration::from_secs(1)).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(cluster_rwlock::Error::NotReplicated { silent, .. }) => {
+    ///         for r in &silent {
+    ///             eprintln!("replica {} not acknowledging: {r}", r.addr);
+    ///         }
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     #[error(
-        "the grant reached {acked} replica(s) of the {wanted} required in time; it does not count and is given back"
+        "the grant reached {acked} replica(s) of the {wanted} required in time; it does not count and is given back{}",
+        crate::replica::named(silent)
     )]
     NotReplicated {
         /// Replicas required.
         wanted: u32,
         /// Replicas that acknowledged.
         acked: u32,
+        /// The replicas that did not acknowledge, as the master listed them right after
+        /// (`WAIT` does not say which: those that had acknowledged least); empty when
+        /// the master's list could not be read.
+        silent: Vec<crate::ReplicaStatus>,
     },
     /// A write ([`Grant::guarded`](crate::Grant::guarded),
     /// [`LockClient::fenced_set`](crate::LockClient::fenced_set)) RAN on the master, but
@@ -600,7 +625,8 @@ mod tests {
         assert!(Error::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(Error::NotReplicated {
             wanted: 1,
-            acked: 0
+            acked: 0,
+            silent: Vec::new(),
         }
         .is_retryable());
         for e in [

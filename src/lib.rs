@@ -319,6 +319,7 @@ mod observe;
 mod pending;
 mod raw;
 mod renewal;
+mod replica;
 mod routed;
 mod scripts;
 mod shared;
@@ -443,6 +444,7 @@ pub use lock::{
 pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
 pub use multi::{MultiGuard, MultiLock};
+pub use replica::ReplicaStatus;
 pub use scripts::Setup;
 
 #[cfg(test)]

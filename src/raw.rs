@@ -168,6 +168,19 @@ impl RawLock {
         }
     }
 
+    /// The last confirmation on the master that serves the lock's slot now, if it fell
+    /// short no earlier than `since` and none was confirmed after it.
+    pub fn master_short_since(
+        &self,
+        since: std::time::Instant,
+    ) -> Option<crate::cluster::lane::Unconfirmed> {
+        self.inner
+            .cluster
+            .router
+            .node_for(self.slot)?
+            .short_since(since)
+    }
+
     /// Whether this client lately found a lock of this slot busy, or shared after a grant
     /// (see `contention`).
     pub fn contended_lately(&self, now: Instant) -> bool {

@@ -124,7 +124,7 @@ async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
     let mut refused = 0;
     for _ in 0..3 {
         match lock.try_write().await {
-            Err(Error::NotReplicated { wanted, acked }) => {
+            Err(Error::NotReplicated { wanted, acked, .. }) => {
                 assert_eq!((wanted, acked), (1, 0));
                 refused += 1;
             }
@@ -154,6 +154,78 @@ async fn a_frozen_replica_is_waited_for_even_once_flagged_failing() {
         thawed.elapsed()
     );
     w.release().await.unwrap();
+    client.close().await;
+}
+
+/// How long the replica stays frozen (`FROZEN_SECONDS`, default 6 s; the outage on a
+/// 20 s freeze: `FROZEN_SECONDS=20`).
+fn frozen_for() -> Duration {
+    let secs = std::env::var("FROZEN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    Duration::from_secs(secs)
+}
+
+/// One master's only replica frozen (SIGSTOP): the master lists it `online` until
+/// `repl-timeout` (60 s), so every grant there waits for it and none is confirmed. A
+/// wait whose time runs out on those refusals says so (`NotReplicated`, not `Timeout`)
+/// and names the replica, by the address its master lists; grants resume once it
+/// thaws. Prints how long the master went without a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_replica_is_named_by_the_waits_it_stops() {
+    let OneMaster {
+        cluster,
+        client,
+        lock,
+        replica,
+    } = OneMaster::start("named-replica").await;
+    lock.write().await.unwrap().release().await.unwrap();
+    let frozen_for = frozen_for();
+    let began = Instant::now();
+    cluster.pause(replica.index).await.unwrap();
+    let frozen_at = began.elapsed();
+    let mut thawed_at = None;
+    let mut grants: Vec<Duration> = Vec::new();
+    let mut refusals: Vec<(Duration, Error)> = Vec::new();
+    while began.elapsed() < frozen_for + Duration::from_secs(4) {
+        if thawed_at.is_none() && began.elapsed() >= frozen_for {
+            cluster.unpause(replica.index).await.unwrap();
+            thawed_at = Some(began.elapsed());
+        }
+        match lock.write_timeout(Duration::from_secs(1)).await {
+            Ok(g) => {
+                grants.push(began.elapsed());
+                let _ = g.release().await;
+            }
+            Err(e) => refusals.push((began.elapsed(), e)),
+        }
+    }
+    let thawed_at = thawed_at.expect("thawed");
+    let first_after = grants.first().copied();
+    eprintln!(
+        "frozen replica: frozen {frozen_at:?}..{thawed_at:?}, {} waits refused, first grant at {first_after:?}: {:?} without a grant on its master",
+        refusals.len(),
+        first_after.map(|t| t - frozen_at)
+    );
+    let port = format!(":{} (", replica.port);
+    for (at, e) in &refusals {
+        if *at <= thawed_at {
+            assert!(
+                matches!(e, Error::NotReplicated { .. }) && e.to_string().contains(&port),
+                "at {at:?}: {e}"
+            );
+        }
+    }
+    if let Some((_, e)) = refusals.first() {
+        eprintln!("frozen replica: {e}");
+    }
+    assert!(!refusals.is_empty(), "no wait was refused");
+    assert!(
+        grants.iter().all(|t| *t > thawed_at),
+        "a grant without the frozen replica: {grants:?}"
+    );
+    assert!(!grants.is_empty(), "no grant after the thaw");
     client.close().await;
 }
 
@@ -199,7 +271,7 @@ async fn a_replica_attached_since_the_last_look_is_waited_for() {
     let mut refused = 0;
     for _ in 0..5 {
         match lock.try_write().await {
-            Err(Error::NotReplicated { wanted, acked }) => {
+            Err(Error::NotReplicated { wanted, acked, .. }) => {
                 assert_eq!((wanted, acked), (1, 0));
                 refused += 1;
             }

@@ -68,16 +68,36 @@ pub async fn inspect(client: &LockClient, a: &InspectArgs) -> i32 {
         Ok(found) => found,
         Err(code) => return code,
     };
-    if a.json {
-        say!("{}", state_json(client, &lock, &s));
-        return 0;
-    }
     let master = client
         .node_for_slot(lock.slot())
         .unwrap_or_else(|| "?".into());
+    let replicas = crate::replicas::of(client, &master).await;
+    if a.json {
+        let mut j = state_json(client, &lock, &s);
+        // the master's replicas: a grant waits for every one (null: not readable)
+        j["replicas"] = replicas.as_ref().map_or(Json::Null, |r| {
+            Json::Array(r.iter().map(crate::replicas::json).collect())
+        });
+        say!("{j}");
+        return 0;
+    }
     say!("lock     {}", escaped(&a.name));
     say!("key      {}", escaped(lock.key()));
     say!("slot     {} on {master}", lock.slot());
+    match &replicas {
+        None => say!("replicas ? (the master's INFO replication could not be read)"),
+        Some(r) => {
+            let silent: Vec<_> = r.iter().filter(|r| crate::replicas::silent(r)).collect();
+            if silent.is_empty() {
+                say!("replicas {} (all acknowledging)", r.len());
+            } else {
+                say!("replicas {}, {} not acknowledging:", r.len(), silent.len());
+                for one in silent {
+                    say!("  {}", crate::replicas::warning(&master, one));
+                }
+            }
+        }
+    }
     match s.mode {
         Some(m) => say!("mode     {}", m.as_str()),
         None => say!("mode     free (nobody holds it now)"),

@@ -16,6 +16,7 @@ mod connect;
 mod exec;
 mod inspect;
 mod list;
+mod replicas;
 mod run;
 mod setup;
 mod shown;

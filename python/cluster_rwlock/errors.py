@@ -59,11 +59,18 @@ class Unavailable(LockError, ConnectionError):
 class NotReplicated(LockError):
     """A grant (or a guarded write: then ``written`` is true, and it was NOT undone) did
     not reach the replicas required in time (``acked`` of ``wanted``). A grant that was
-    not confirmed does not count and is given back. Retryable."""
+    not confirmed does not count and is given back; a wait whose time ran out after such
+    a refusal raises this rather than :class:`Timeout`. Retryable. ``silent`` lists the
+    replicas that did not acknowledge a grant, as their master lists them (``addr``
+    ``ip:port``, ``state``, ``lag``: seconds since their last acknowledgement,
+    ``behind``: bytes not acknowledged; ``None`` when unknown): a replica frozen, cut
+    off or in a full sync stops grants on its master until it acknowledges again or the
+    master drops it (``repl-timeout``)."""
 
     wanted: int
     acked: int
     written: bool
+    silent: list
 
 
 class UpgradeDeadlock(LockError):

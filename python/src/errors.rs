@@ -5,7 +5,7 @@
 use cluster_rwlock::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 /// The class of `cluster_rwlock.errors` that `e` is raised as.
 fn class_of(e: &Error) -> &'static str {
@@ -34,11 +34,28 @@ fn details<'py>(py: Python<'py>, e: &Error) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("is_retryable", e.is_retryable())?;
     match e {
         Error::Timeout(after) => d.set_item("after", after.as_secs_f64())?,
-        Error::NotReplicated { wanted, acked } | Error::WriteNotReplicated { wanted, acked } => {
+        Error::NotReplicated { wanted, acked, .. }
+        | Error::WriteNotReplicated { wanted, acked } => {
             d.set_item("wanted", wanted)?;
             d.set_item("acked", acked)?;
             // a write that ran on the master stays written: say so to the handler
             d.set_item("written", matches!(e, Error::WriteNotReplicated { .. }))?;
+            // the replicas that did not acknowledge, as their master lists them
+            let silent = PyList::empty(py);
+            if let Error::NotReplicated {
+                silent: replicas, ..
+            } = e
+            {
+                for r in replicas {
+                    let one = PyDict::new(py);
+                    one.set_item("addr", &r.addr)?;
+                    one.set_item("state", &r.state)?;
+                    one.set_item("lag", r.lag_secs)?;
+                    one.set_item("behind", r.behind)?;
+                    silent.append(one)?;
+                }
+            }
+            d.set_item("silent", silent)?;
         }
         Error::ConditionFailed { index } => d.set_item("index", index)?,
         Error::CommandFailed {

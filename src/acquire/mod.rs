@@ -27,6 +27,11 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// again (the window counts from the release on the server; the message comes later).
 const CLAIM_SLACK: Duration = Duration::from_millis(50);
 
+/// A wait that runs out of time while confirmations on the lock's master fall short
+/// says so ([`Error::NotReplicated`]) when the last one fell short at most this long
+/// before it began (the wait before it, on the same lock, refused so) or during it.
+const SHORT_BEFORE: Duration = Duration::from_secs(1);
+
 /// What a timeout bounds: the wait for the lock, not the first attempt. However short
 /// the timeout (zero too), the first attempt (subscribing, the call, its confirmation)
 /// is made in full, within this long at least: zero means one attempt now, as `try_*`,
@@ -258,6 +263,8 @@ pub(crate) async fn wait<L: Seam>(
     let (fence, outcome) = match &result {
         Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),
         Err(Error::Timeout(_)) => (None, observe::Outcome::TimedOut),
+        // (a wait whose time ran out on grants the replicas did not confirm)
+        Err(Error::NotReplicated { .. }) if timeout.is_some() => (None, observe::Outcome::TimedOut),
         Err(_) => (None, observe::Outcome::Failed),
     };
     observe(lock, ask, began, attempts, fence, outcome);
@@ -281,6 +288,15 @@ async fn wait_loop<L: Seam>(
     // later ones stop at the deadline
     let mut attempt_deadline = deadline.map(|d| d.max(began + FIRST_ATTEMPT));
     let timed_out = || Error::Timeout(timeout.unwrap_or_default());
+    // the last grant the replicas did not confirm, if any: a wait that runs out after
+    // one says so (and which replicas), not that the lock was busy. (A busy answer after
+    // it does not clear it: the lock may be busy with that very grant, not given back
+    // yet.) Without one, a wait whose time ran out while confirmations on the lock's
+    // master fell short (the last one did, since shortly before the wait began, and none
+    // was confirmed since) says so too: its own attempt may have been cut in its WAIT,
+    // or found busy the grant a wait before it had to give back
+    let mut refused: Option<Error> = None;
+    let short_from = began.checked_sub(SHORT_BEFORE).unwrap_or(began);
     let mut id = lock.next_hold_id();
     let write = ask.writes();
     let mut leftovers = Leftovers {
@@ -294,7 +310,10 @@ async fn wait_loop<L: Seam>(
     macro_rules! give_up {
         () => {
             return Err(match leftovers.settle().await {
-                Ok(()) => timed_out(),
+                Ok(()) => refused
+                    .take()
+                    .or_else(|| lock.short_since(short_from))
+                    .unwrap_or_else(timed_out),
                 Err(e) => e,
             })
         };
@@ -401,6 +420,7 @@ async fn wait_loop<L: Seam>(
                     id_since = Instant::now();
                     leftovers.id = id;
                     handed_to_me = false;
+                    refused = Some(e);
                 }
                 ERROR_BACKOFF
             }

@@ -71,6 +71,13 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
     }
     /// Runs `task` in the background.
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F);
+    /// [`Error::NotReplicated`](crate::Error::NotReplicated) for the last confirmation
+    /// on the lock's master, if it fell short no earlier than `since` and none was
+    /// confirmed after it.
+    fn short_since(&self, since: Instant) -> Option<crate::Error> {
+        let _ = since;
+        None
+    }
 }
 
 /// A lock's release messages, as a waiter reads them.
@@ -145,5 +152,13 @@ impl Seam for RawLock {
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         RawLock::spawn(self, task)
+    }
+    fn short_since(&self, since: Instant) -> Option<crate::Error> {
+        let u = RawLock::master_short_since(self, since.into_std())?;
+        Some(crate::Error::NotReplicated {
+            wanted: u.wanted,
+            acked: u.acked,
+            silent: u.silent,
+        })
     }
 }

@@ -245,6 +245,7 @@ async fn an_unconfirmed_grant_is_undone_and_retried_under_a_new_id() {
     let not_replicated = Err(Error::NotReplicated {
         wanted: 1,
         acked: 0,
+        silent: Vec::new(),
     });
     let lock = Fake::new(true, vec![(Duration::ZERO, not_replicated), granted(9)]);
     let timeout = Some(Duration::from_secs(5));
@@ -263,6 +264,46 @@ async fn an_unconfirmed_grant_is_undone_and_retried_under_a_new_id() {
         id: 2,
         intent: Intent::Wait
     }));
+}
+
+fn silent_replica() -> Result<Attempt> {
+    let silent = crate::ReplicaStatus::parse_info(
+        "role:master\nmaster_repl_offset:9\nslave0:ip=10.0.0.4,port=6379,state=online,offset=1,lag=12\n",
+    );
+    Err(Error::NotReplicated {
+        wanted: 1,
+        acked: 0,
+        silent,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_that_runs_out_on_unconfirmed_grants_says_so_and_names_the_replica() {
+    let refusals = (0..100).map(|_| (Duration::from_millis(50), silent_replica()));
+    let lock = Fake::new(true, refusals.collect());
+    let timeout = Some(Duration::from_secs(1));
+    let e = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), timeout)
+        .await
+        .expect_err("never confirmed");
+    assert!(e.is_retryable());
+    let Error::NotReplicated { silent, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(silent[0].addr, "10.0.0.4:6379");
+    assert!(
+        e.to_string()
+            .contains("10.0.0.4:6379 (online, last ACK 12 s ago"),
+        "{e}"
+    );
+    // busy after a refusal (maybe with the refused grant itself, not given back yet):
+    // still the replicas
+    let lock = Fake::new(true, vec![(Duration::ZERO, silent_replica()), busy(20_000)]);
+    let e = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), timeout).await;
+    assert!(matches!(e, Err(Error::NotReplicated { .. })), "{e:?}");
+    // busy only: a timeout
+    let lock = Fake::new(true, vec![busy(20_000)]);
+    let e = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), timeout).await;
+    assert!(matches!(e, Err(Error::Timeout(_))), "{e:?}");
 }
 
 #[tokio::test(start_paused = true)]

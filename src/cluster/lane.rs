@@ -50,6 +50,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::cluster::topology::UNKNOWN;
+use crate::replica::{self, ReplicaStatus};
 
 /// `WAIT wanted timeout_ms` after a batch, in the same round trip on the same
 /// connection, and, for a call that must reach every replica that could be promoted,
@@ -78,14 +79,27 @@ pub(crate) struct Batch {
     pub replies: Vec<Reply>,
     pub acked: Option<u32>,
     pub attached: Option<u32>,
+    /// When the batch's `WAIT` came back short: the replicas the master listed right
+    /// after, to name those that did not acknowledge (empty otherwise).
+    pub listed: Vec<ReplicaStatus>,
+}
+
+/// A confirmation that fell short: replicas needed, those that acknowledged, and those
+/// that most likely did not (see [`replica::silent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unconfirmed {
+    pub wanted: u32,
+    pub acked: u32,
+    pub silent: Vec<ReplicaStatus>,
 }
 
 impl Batch {
     /// With `confirm` asked for, and fewer replicas acknowledged than it needs (its
     /// `wanted`; for `every_attached`, as many as the master reported attached, at least
     /// one when that report could not be read): replicas needed and those that
-    /// acknowledged (`None`: confirmed, or not asked for).
-    pub fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<(u32, u32)> {
+    /// acknowledged, with those listed that did not (`None`: confirmed, or not asked
+    /// for).
+    pub fn unconfirmed(&self, confirm: Option<Confirm>) -> Option<Unconfirmed> {
         let c = confirm?;
         let acked = self.acked.unwrap_or(0);
         let needed = if c.every_attached {
@@ -96,7 +110,11 @@ impl Batch {
         if needed == 0 && c.every_attached {
             crate::observe::confirmed_alone();
         }
-        (acked < needed).then_some((needed, acked))
+        (acked < needed).then(|| Unconfirmed {
+            wanted: needed,
+            acked,
+            silent: replica::silent(self.listed.clone(), needed - acked, acked == 0),
+        })
     }
 }
 
@@ -129,6 +147,9 @@ pub(crate) struct Tally {
     pub attached: Arc<AtomicU32>,
     /// When `attached` was last read from the node.
     read_at: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// The node's last confirmation, when it fell short (and when): cleared by the next
+    /// one that does not.
+    short: Arc<std::sync::Mutex<Option<(Instant, Unconfirmed)>>>,
 }
 
 /// How long the node's count of its replicas is used without reading it again (a
@@ -149,7 +170,17 @@ impl Tally {
             waits,
             attached: Arc::new(AtomicU32::new(UNKNOWN)),
             read_at: Arc::default(),
+            short: Arc::default(),
         }
+    }
+
+    /// The node's last confirmation, if it fell short no earlier than `since` and none
+    /// was confirmed after it.
+    pub fn short_since(&self, since: Instant) -> Option<Unconfirmed> {
+        crate::sync::lock(&self.short)
+            .as_ref()
+            .filter(|(at, _)| *at >= since)
+            .map(|(_, u)| u.clone())
     }
 
     /// The replicas the node last reported attached, if it has.
@@ -313,6 +344,7 @@ fn failed(count: usize, e: fred::error::Error) -> Batch {
         replies: (0..count).map(|_| Err(e.clone())).collect(),
         acked: None,
         attached: None,
+        listed: Vec::new(),
     }
 }
 
@@ -359,25 +391,7 @@ fn combined(jobs: &[Job]) -> Option<Confirm> {
 /// elect it if its master fails then) without what was granted during its sync. `None`
 /// for a reply that is not a master's.
 fn attached_replicas(info: &str) -> Option<u32> {
-    let mut master = false;
-    let mut attached = 0;
-    for line in info.lines() {
-        let line = line.trim();
-        if line == "role:master" {
-            master = true;
-        }
-        let Some((name, fields)) = line.split_once(':') else {
-            continue;
-        };
-        let numbered = |p: &str| {
-            name.strip_prefix(p)
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        };
-        if (numbered("slave") || numbered("replica")) && fields.contains("state=") {
-            attached += 1;
-        }
-    }
-    master.then_some(attached)
+    replica::listed(info).map(|(_, r)| u32::try_from(r.len()).unwrap_or(u32::MAX))
 }
 
 async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
@@ -442,44 +456,71 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
         return;
     }
     let acked = wait_at.map(|i| acknowledged(replies.get(i)));
-    let mut attached = info_at.and_then(|i| info_count(replies.get(i)));
-    let short = jobs.iter().any(|j| {
-        j.confirm
-            .is_some_and(|c| counted(&c) && acked.unwrap_or(0) < c.wanted)
-    });
-    if attached.is_none() && short {
-        // fewer acknowledgements than the count the batch started from: a replica may
-        // have died (or detached). The master's count now says whether those that
-        // acknowledged are all it has: a replica attached since the WAIT is counted,
-        // which can only refuse a grant, and one gone since is dead to any election
-        let reply: Reply = client
+    // fewer acknowledgements than a job wanted (the count it started from, or the one
+    // it asked for): a replica may have died, detached, or be silent
+    let short = confirm.is_some_and(|c| acked.unwrap_or(0) < c.wanted);
+    let mut info: Option<&Reply> = info_at.and_then(|i| replies.get(i));
+    let read_again: Reply;
+    if info.is_none() && short {
+        // the master's list now says whether those that acknowledged are all it has (a
+        // replica attached since the WAIT is counted, which can only refuse a grant, and
+        // one gone since is dead to any election), and which did not acknowledge
+        read_again = client
             .custom(command("INFO"), vec![Value::from("replication")])
             .await;
-        attached = info_count(Some(&reply));
+        info = Some(&read_again);
     }
+    let attached = info_count(info);
     if let Some(n) = attached {
         // the next calls to this node start from what it said
         tally.record(n);
     }
+    // (only on a short WAIT, or on a count that outgrew it: a confirmed batch lists none)
+    let listed = match info {
+        Some(reply) if short || attached.is_some_and(|n| acked.unwrap_or(0) < n) => {
+            info_text(reply)
+                .and_then(|text| replica::listed(&text).map(|(_, r)| r))
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
+    let mut fell_short = None;
     for (job, indexes) in jobs.into_iter().zip(replies_of) {
         let batch = Batch {
             replies: indexes.into_iter().map(|i| replies[i].clone()).collect(),
             // a job that asked for no confirmation is told none
             acked: job.confirm.and(acked),
             attached: job.confirm.and(attached),
+            listed: if job.confirm.is_some() {
+                listed.clone()
+            } else {
+                Vec::new()
+            },
         };
+        if fell_short.is_none() {
+            fell_short = batch.unconfirmed(job.confirm);
+        }
         // (a caller that gave up: its calls ran all the same)
         let _ = job.done.send(batch);
+    }
+    if confirm.is_some() {
+        // what a wait that runs out of time meanwhile says (see `Tally::short_since`)
+        *crate::sync::lock(&tally.short) = fell_short.map(|u| (Instant::now(), u));
+    }
+}
+
+/// The text of a reply of `INFO replication`.
+fn info_text(reply: &Reply) -> Option<std::borrow::Cow<'_, str>> {
+    match reply {
+        Ok(Value::String(s)) => Some(std::borrow::Cow::Borrowed(&**s)),
+        Ok(Value::Bytes(b)) => Some(String::from_utf8_lossy(b)),
+        _ => None,
     }
 }
 
 /// The count of [`attached_replicas`] in a reply of `INFO replication`.
 fn info_count(reply: Option<&Reply>) -> Option<u32> {
-    match reply {
-        Some(Ok(Value::String(s))) => attached_replicas(s),
-        Some(Ok(Value::Bytes(b))) => attached_replicas(&String::from_utf8_lossy(b)),
-        _ => None,
-    }
+    attached_replicas(&info_text(reply?)?)
 }
 
 /// The replicas a batch's `WAIT` counted (0 when it failed: see the module docs for why
@@ -554,6 +595,7 @@ mod tests {
                 replies: Vec::new(),
                 acked: None,
                 attached: None,
+                listed: Vec::new(),
             });
         }
         assert!(late.await.is_ok());
@@ -569,6 +611,11 @@ mod tests {
             confirm,
             done: oneshot::channel().0,
         }
+    }
+
+    /// Replicas wanted and acknowledged, of a confirmation that fell short.
+    fn pair(u: Option<Unconfirmed>) -> Option<(u32, u32)> {
+        u.map(|u| (u.wanted, u.acked))
     }
 
     fn confirm(wanted: u32, timeout_ms: u64, every_attached: bool) -> Option<Confirm> {
@@ -630,25 +677,55 @@ mod tests {
             replies: Vec::new(),
             acked,
             attached,
+            listed: Vec::new(),
         };
         // guessed 1, the master says 2: one acknowledgement is not enough
         assert_eq!(
-            b(Some(1), Some(2)).unconfirmed(confirm(1, 5, true)),
+            pair(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, true))),
             Some((2, 1))
         );
         // guessed 2, one of them died: the one left confirms
-        assert_eq!(b(Some(1), Some(1)).unconfirmed(confirm(2, 5, true)), None);
-        // no replica: confirmed alone, by the master's own word only
-        assert_eq!(b(None, Some(0)).unconfirmed(confirm(0, 5, true)), None);
         assert_eq!(
-            b(None, Some(1)).unconfirmed(confirm(0, 5, true)),
+            pair(b(Some(1), Some(1)).unconfirmed(confirm(2, 5, true))),
+            None
+        );
+        // no replica: confirmed alone, by the master's own word only
+        assert_eq!(
+            pair(b(None, Some(0)).unconfirmed(confirm(0, 5, true))),
+            None
+        );
+        assert_eq!(
+            pair(b(None, Some(1)).unconfirmed(confirm(0, 5, true))),
             Some((1, 0))
         );
         // the master's word unreadable: at least one
-        assert_eq!(b(None, None).unconfirmed(confirm(0, 5, true)), Some((1, 0)));
-        assert_eq!(b(Some(1), None).unconfirmed(confirm(1, 5, true)), None);
+        assert_eq!(
+            pair(b(None, None).unconfirmed(confirm(0, 5, true))),
+            Some((1, 0))
+        );
+        assert_eq!(
+            pair(b(Some(1), None).unconfirmed(confirm(1, 5, true))),
+            None
+        );
         // an explicit count is that count
-        assert_eq!(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, false)), None);
+        assert_eq!(
+            pair(b(Some(1), Some(2)).unconfirmed(confirm(1, 5, false))),
+            None
+        );
+        // a short confirmation names the replicas listed that acknowledged least
+        let listed = ReplicaStatus::parse_info(
+            "role:master\nmaster_repl_offset:90\n\
+             slave0:ip=10.0.0.4,port=6379,state=online,offset=90,lag=0\n\
+             slave1:ip=10.0.0.5,port=6379,state=online,offset=40,lag=9\n",
+        );
+        let short = Batch {
+            listed,
+            ..b(Some(1), Some(2))
+        };
+        let u = short.unconfirmed(confirm(1, 5, true)).expect("short");
+        let named: Vec<&str> = u.silent.iter().map(|r| r.addr.as_str()).collect();
+        assert_eq!((u.wanted, u.acked, named), (2, 1, vec!["10.0.0.5:6379"]));
+        assert_eq!(u.silent[0].lag_secs, Some(9));
     }
 
     #[test]
@@ -669,10 +746,11 @@ mod tests {
             replies: Vec::new(),
             acked: Some(1),
             attached: None,
+            listed: Vec::new(),
         };
         let want = |wanted| confirm(wanted, 5, false);
-        assert_eq!(b.unconfirmed(want(1)), None);
-        assert_eq!(b.unconfirmed(want(2)), Some((2, 1)));
-        assert_eq!(b.unconfirmed(None), None);
+        assert_eq!(pair(b.unconfirmed(want(1))), None);
+        assert_eq!(pair(b.unconfirmed(want(2))), Some((2, 1)));
+        assert_eq!(pair(b.unconfirmed(None)), None);
     }
 }

@@ -165,6 +165,15 @@ impl Node {
         self.tally.attached()
     }
 
+    /// This node's last confirmation, if it fell short no earlier than `since` and none
+    /// was confirmed after it: replicas wanted and acknowledged, and those that did not.
+    pub fn short_since(
+        &self,
+        since: std::time::Instant,
+    ) -> Option<crate::cluster::lane::Unconfirmed> {
+        self.tally.short_since(since)
+    }
+
     /// The connection for the topology's reads (see the field).
     pub fn control(&self) -> Result<&Client> {
         if let Some(c) = self.control.get() {

@@ -209,14 +209,16 @@ macro_rules! acquire_doc {
             "library (nothing is changed).\n",
             "- [`Error::NotReplicated`]: the replicas that could be promoted did not ",
             "acknowledge the grant in time (see [`Durability`](crate::Durability)); it was undone ",
-            "(methods with a timeout try again until it runs out).\n",
+            "(methods with a timeout try again until it runs out, and return this error ",
+            "when it ran out after such a refusal); `silent` names the replicas that did not ",
+            "acknowledge.\n",
             "- [`Error::Unavailable`], [`Error::Connection`]: the lock's master did not answer ",
             "within the command timeout, or the connection failed (methods with a timeout ",
             "retry until it runs out); [`Error::Closed`]: the client was closed.\n",
         )
     };
     (timeout) => {
-        "- [`Error::Timeout`]: not granted within `timeout`.\n"
+        "- [`Error::Timeout`]: not granted within `timeout` (the lock was busy).\n"
     };
 }
 

@@ -363,8 +363,8 @@ impl Scripts {
             })
             .collect();
         let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm).await;
-        if let Some((wanted, acked)) = unconfirmed {
-            crate::observe::not_replicated("(renewal)", wanted, acked);
+        if let Some(u) = &unconfirmed {
+            crate::observe::not_replicated("(renewal)", u);
         }
         // a call that failed (its connection lost, a redirect, a library missing) is its own error,
         // for the caller to send again on its own, routed afresh; one that ran counts
@@ -372,8 +372,12 @@ impl Scripts {
         items
             .iter()
             .zip(replies)
-            .map(|(item, reply)| match (reply, unconfirmed) {
-                (Ok(_), Some((wanted, acked))) => Err(Error::NotReplicated { wanted, acked }),
+            .map(|(item, reply)| match (reply, &unconfirmed) {
+                (Ok(_), Some(u)) => Err(Error::NotReplicated {
+                    wanted: u.wanted,
+                    acked: u.acked,
+                    silent: u.silent.clone(),
+                }),
                 (Ok(v), None) => parse_renew(&item.key, v),
                 (Err(e), _) => Err(e),
             })
@@ -393,7 +397,7 @@ fn granted_only_if_confirmed(
 ) -> Result<Attempt> {
     let outcome = attempt(script, &status(key, ran.value)?, other)?;
     match (outcome, ran.unconfirmed) {
-        (Attempt::Granted { .. }, Some((wanted, acked))) => Err(not_replicated(key, wanted, acked)),
+        (Attempt::Granted { .. }, Some(u)) => Err(not_replicated(key, u)),
         _ => Ok(outcome),
     }
 }

@@ -11,6 +11,7 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use super::library::is_function_missing;
 use super::{Confirm, Gather, Lane, Scripts};
+use crate::cluster::lane::Unconfirmed;
 use crate::error::{Error, Result};
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -54,12 +55,12 @@ pub(crate) struct On<'a> {
 }
 
 /// What a function call brought back: its reply, and whether its writes were confirmed
-/// when confirmation was asked for (`unconfirmed`: replicas wanted and those that
-/// acknowledged). Each call decides what an unconfirmed reply means: a grant that does
+/// when confirmation was asked for (`unconfirmed`: replicas wanted, those that
+/// acknowledged, those that did not). Each call decides what an unconfirmed reply means: a grant that does
 /// not count, a refusal that does not matter.
 pub(crate) struct Ran {
     pub value: Value,
-    pub unconfirmed: Option<(u32, u32)>,
+    pub unconfirmed: Option<Unconfirmed>,
 }
 
 impl Ran {
@@ -68,26 +69,33 @@ impl Ran {
     pub(super) fn confirmed(self, key: &str) -> Result<Value> {
         match self.unconfirmed {
             None => Ok(self.value),
-            Some((wanted, acked)) => Err(not_replicated(key, wanted, acked)),
+            Some(u) => Err(not_replicated(key, u)),
         }
     }
 
     /// For a call whose writes ran and stay (a guarded call, a fenced write): `Ok` when
     /// confirmed, else [`Error::WriteNotReplicated`] (nothing is undone).
     pub(super) fn write_confirmed(&self, key: &str) -> Result<()> {
-        match self.unconfirmed {
+        match &self.unconfirmed {
             None => Ok(()),
-            Some((wanted, acked)) => {
-                crate::observe::not_replicated(key, wanted, acked);
-                Err(Error::WriteNotReplicated { wanted, acked })
+            Some(u) => {
+                crate::observe::not_replicated(key, u);
+                Err(Error::WriteNotReplicated {
+                    wanted: u.wanted,
+                    acked: u.acked,
+                })
             }
         }
     }
 }
 
-pub(super) fn not_replicated(key: &str, wanted: u32, acked: u32) -> Error {
-    crate::observe::not_replicated(key, wanted, acked);
-    Error::NotReplicated { wanted, acked }
+pub(super) fn not_replicated(key: &str, u: Unconfirmed) -> Error {
+    crate::observe::not_replicated(key, &u);
+    Error::NotReplicated {
+        wanted: u.wanted,
+        acked: u.acked,
+        silent: u.silent,
+    }
 }
 
 /// The arguments of `FCALL` for `function` on `key` (then `extra_keys`), with `args`.
@@ -239,7 +247,7 @@ impl Scripts {
         counters: &Counters,
         calls: Vec<Vec<Value>>,
         confirm: Option<Confirm>,
-    ) -> (Vec<Result<Value>>, Option<(u32, u32)>) {
+    ) -> (Vec<Result<Value>>, Option<Unconfirmed>) {
         let count = calls.len();
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         let batch = lane.send(false, confirm, calls).await;

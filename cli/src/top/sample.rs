@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
-use cluster_rwlock::{LockClient, LockState, RwLock};
+use cluster_rwlock::{LockClient, LockState, ReplicaStatus, RwLock};
 use fred::prelude::*;
 use futures_util::{stream, StreamExt};
 
@@ -52,6 +52,9 @@ pub struct Sample {
     pub at: Option<SystemTime>,
     /// Locks whose state could not be read this time.
     pub unreadable: usize,
+    /// The replicas not acknowledging, each with its master (`INFO replication` of
+    /// every master, one each per refresh).
+    pub silent: Vec<(String, ReplicaStatus)>,
 }
 
 /// Whether a lock's summary (`docs/PROTOCOL.md`, the field `s`) says that someone holds
@@ -144,7 +147,37 @@ impl Sampler {
             .collect()
             .await;
         let unreadable = read.iter().filter(|r| r.is_none()).count();
-        let rows = read.into_iter().flatten().collect();
+        let rows: Vec<Row> = read.into_iter().flatten().collect();
+        // every master the client knows (and those of the rows)
+        let mut masters: BTreeSet<String> = redis
+            .cached_cluster_state()
+            .map(|s| {
+                s.unique_primary_nodes()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        masters.extend(rows.iter().map(|r| r.master.clone()));
+        masters.remove("?");
+        let listed: Vec<(String, Option<Vec<ReplicaStatus>>)> = stream::iter(masters)
+            .map(|m| async move {
+                let r = crate::replicas::of(client, &m).await;
+                (m, r)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut silent: Vec<(String, ReplicaStatus)> = listed
+            .into_iter()
+            .flat_map(|(m, r)| {
+                r.unwrap_or_default()
+                    .into_iter()
+                    .filter(crate::replicas::silent)
+                    .map(move |r| (m.clone(), r))
+            })
+            .collect();
+        silent.sort_by(|a, b| (&a.0, &a.1.addr).cmp(&(&b.0, &b.1.addr)));
         cost.took = began.elapsed();
         Ok(Sample {
             rows,
@@ -152,6 +185,7 @@ impl Sampler {
             cost,
             at: Some(SystemTime::now()),
             unreadable,
+            silent,
         })
     }
 }

@@ -78,10 +78,12 @@ impl Drop for Screen {
 }
 
 fn draw(f: &mut Frame<'_>, app: &mut App) {
-    let [top, body, said, foot] = Layout::vertical([
+    let warnings = view::warnings(&app.sample);
+    let [top, body, said, warned, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
         Constraint::Length(1),
+        Constraint::Length(u16::try_from(warnings.len()).unwrap_or(u16::MAX)),
         Constraint::Length(1),
     ])
     .areas(f.area());
@@ -142,6 +144,11 @@ fn draw(f: &mut Frame<'_>, app: &mut App) {
         ),
     };
     f.render_widget(Paragraph::new(Line::from(line)), said);
+    let warned_lines: Vec<Line<'_>> = warnings.into_iter().map(Line::from).collect();
+    f.render_widget(
+        Paragraph::new(warned_lines).style(Style::default().add_modifier(Modifier::BOLD)),
+        warned,
+    );
     f.render_widget(Paragraph::new(view::footer(&app.sample, shown)), foot);
 }
 

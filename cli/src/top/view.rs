@@ -171,7 +171,17 @@ pub fn footer(sample: &Sample, shown: usize) -> String {
     )
 }
 
-/// One frame as plain text (`--once`): a header, one line per row, the footer.
+/// A line for each replica that is not acknowledging (grants on its master wait).
+pub fn warnings(sample: &Sample) -> Vec<String> {
+    sample
+        .silent
+        .iter()
+        .map(|(m, r)| crate::replicas::warning(m, r))
+        .collect()
+}
+
+/// One frame as plain text (`--once`): a header, one line per row, the footer, then a
+/// line for each replica not acknowledging.
 pub fn text(sample: &Sample, sort: Sort, filter: &str) -> String {
     let now = sample.at.unwrap_or_else(SystemTime::now);
     let rows = arrange(sample, sort, filter);
@@ -193,6 +203,10 @@ pub fn text(sample: &Sample, sort: Sort, filter: &str) -> String {
         out.push('\n');
     }
     out.push_str(&footer(sample, rows.len()));
+    for w in warnings(sample) {
+        out.push('\n');
+        out.push_str(&w);
+    }
     out
 }
 
@@ -207,6 +221,12 @@ pub fn json(client: &LockClient, sample: &Sample, sort: Sort, filter: &str) -> J
         "at": sample.at.map(crate::clock::utc),
         "locks": sample.locks,
         "rows": rows,
+        // the replicas not acknowledging, with their masters
+        "silent_replicas": sample.silent.iter().map(|(m, r)| {
+            let mut j = crate::replicas::json(r);
+            j["master"] = json!(m);
+            j
+        }).collect::<Vec<_>>(),
         "cost": {
             "scanned": sample.cost.scanned,
             "summaries": sample.cost.summaries,

@@ -321,3 +321,71 @@ async fn inspect_flags_a_holder_that_stopped_renewing() {
     let _: i64 = client.redis().del(lock.key()).await.unwrap();
     client.close().await;
 }
+
+/// A master's only replica frozen: `inspect` (text and JSON) and `top` show it as not
+/// acknowledging, by the address its master lists, with how long since its last ACK;
+/// before the freeze it is listed as acknowledging. A cluster of the test's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_top_name_a_replica_that_stopped_acknowledging() {
+    let cluster = cluster_rwlock_testkit::TestCluster::start()
+        .await
+        .expect("cluster");
+    let prefix = prefix("cli-silent");
+    let client = client(&cluster, &prefix).await;
+    let master = cluster.nodes()[0].clone();
+    let lock = locks_on(&cluster, &client, &master, 1, "r")
+        .await
+        .pop()
+        .unwrap();
+    let replica = cluster.replica_of(master.index).await.unwrap();
+    let port = format!(":{}", replica.port);
+    let inspect = |json: bool| {
+        let mut cmd = cli(&cluster, &prefix);
+        cmd.args(["inspect", lock.name()]);
+        if json {
+            cmd.arg("--json");
+        }
+        output(cmd)
+    };
+    let j: Json = serde_json::from_slice(&inspect(true).await.stdout).expect("JSON");
+    let listed = j["replicas"].as_array().expect("replicas listed").clone();
+    assert_eq!(listed.len(), 1, "{j}");
+    assert!(listed[0]["addr"].as_str().unwrap().ends_with(&port), "{j}");
+    assert_eq!(listed[0]["silent"], false, "{j}");
+    let shown = text(&inspect(false).await.stdout);
+    assert!(shown.contains("replicas 1 (all acknowledging)"), "{shown}");
+
+    cluster.pause(replica.index).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let j: Json = serde_json::from_slice(&inspect(true).await.stdout).expect("JSON");
+    let r = &j["replicas"][0];
+    assert_eq!(r["silent"], true, "{j}");
+    assert!(r["addr"].as_str().unwrap().ends_with(&port), "{j}");
+    assert!(r["lag_s"].as_u64().is_some_and(|s| s >= 3), "{j}");
+    let shown = text(&inspect(false).await.stdout);
+    assert!(
+        shown.contains("NOT ACKNOWLEDGING") && shown.contains(&port),
+        "{shown}"
+    );
+    let mut cmd = cli(&cluster, &prefix);
+    cmd.args(["top", "--once"]);
+    let shown = text(&output(cmd).await.stdout);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("NOT ACKNOWLEDGING") && l.contains(&port)),
+        "{shown}"
+    );
+    let mut cmd = cli(&cluster, &prefix);
+    cmd.args(["top", "--once", "--json"]);
+    let j: Json = serde_json::from_slice(&output(cmd).await.stdout).expect("JSON");
+    let silent = j["silent_replicas"].as_array().expect("silent_replicas");
+    assert!(
+        silent
+            .iter()
+            .any(|r| r["addr"].as_str().is_some_and(|a| a.ends_with(&port))),
+        "{j}"
+    );
+    cluster.unpause(replica.index).await.unwrap();
+    client.close().await;
+}
