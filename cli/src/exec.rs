@@ -79,7 +79,8 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     let released = guard.release().await;
     let replies = match replies {
         Ok(r) => r,
-        // found before any command ran: nothing was written
+        // a command failed: nothing the call did stays written (all or nothing), or the
+        // message says what stays
         Err(e @ cluster_rwlock::Error::CommandFailed { .. }) => {
             eprintln!(
                 "cluster-rwlock: exec: {}",
