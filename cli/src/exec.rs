@@ -102,7 +102,7 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     }
     if let Some(at) = replies.iter().position(|r| matches!(r, Reply::Error(_))) {
         eprintln!(
-            "cluster-rwlock: exec: command {} of {} failed (its reply above): those before it ran, none after it",
+            "cluster-rwlock: exec: command {} of {} failed (its reply above)",
             at + 1,
             list.len()
         );
