@@ -174,14 +174,17 @@ pub enum Error {
         /// key with the lock's.
         hint: String,
     },
-    /// A guarded command failed, or would have: by its place in the branch that ran
-    /// and its name, with the server's message (`WRONGTYPE ...`, `ERR value is not an
-    /// integer ...`). With `nothing_ran`, the function found it would fail before any
-    /// command ran ([`Guarded`](crate::guarded::Guarded) says what it checks): the call
-    /// wrote NOTHING. Without, it failed while running
-    /// ([`Guarded::run_checked`](crate::guarded::Guarded::run_checked)): the commands
-    /// before it ran and stay, none after it ran.
-    #[error("guarded command {index} ({command}) {}: {message}", if *nothing_ran { "would fail, so nothing ran" } else { "failed" })]
+    /// A guarded command failed, or would have: by its place in the branch chosen and
+    /// its name, with the server's message (`WRONGTYPE ...`, `ERR value is not an
+    /// integer ...`). A guarded call is all or nothing
+    /// ([`Guarded`](crate::guarded::Guarded) says how): with `nothing_ran`, NOTHING the
+    /// call did stays written, no key it names changed (its value or its expiry),
+    /// whether the failure was found before any command ran or (`undone`) the commands
+    /// before it ran and what they wrote was put back. `nothing_ran` is false only when
+    /// putting back failed too (the user may not run `RESTORE` or `DEL`: see
+    /// docs/SECURITY.md): the commands before it ran and stay, the message says why, and
+    /// none after it ran.
+    #[error("guarded command {index} ({command}) failed, {}: {message}", if !*nothing_ran { "and what ran before it stays written" } else if *undone { "and what ran before it was undone" } else { "so nothing ran" })]
     CommandFailed {
         /// Its place in its branch, from 0.
         index: u32,
@@ -189,8 +192,12 @@ pub enum Error {
         command: String,
         /// The server's message.
         message: String,
-        /// Found before any command ran: nothing was written.
+        /// Nothing the call did stays written: it was found before any command ran, or
+        /// (`undone`) the commands before it ran and were undone.
         nothing_ran: bool,
+        /// The commands before it ran, and every key they wrote was put back as it was
+        /// (false: it was found before any command ran, or `nothing_ran` is false).
+        undone: bool,
     },
     /// A condition of a guarded call did not hold (by its place, from 0): the commands
     /// after [`otherwise`](crate::guarded::Guarded::otherwise), if any, ran instead of

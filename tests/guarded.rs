@@ -97,9 +97,9 @@ async fn commands_run_under_the_hold_with_their_replies_and_binary_values() {
     client.close().await;
 }
 
-/// All or nothing, as far as Redis allows: a command that would fail (a key of another
-/// type, a value that is not an integer) is found before any runs, and the call writes
-/// nothing; one that fails only while running (an overflow) stops the call there.
+/// All or nothing: a command that would fail (a key of another type, a value that is not
+/// an integer) is found before any runs, and the call writes nothing; one that fails only
+/// while running (an overflow) stops the call there, and what ran before it is undone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_would_fail_stops_the_call_before_anything_runs() {
     let cluster = cluster().await;
@@ -181,20 +181,38 @@ async fn a_command_that_would_fail_stops_the_call_before_anything_runs() {
         matches!(&e, Error::InvalidCommand(m) if m.contains("HINCRBY") && m.contains("takes 3")),
         "{e}"
     );
-    // an overflow is found only while running: the call stops there
+    // an overflow is found only while running: the call stops there, and the SET before
+    // it is undone (the key was missing: it is again)
     let big = format!("big:{{{t}}}");
-    let replies = w
+    let e = w
         .guarded()
         .set(&big, i64::MAX.to_string())
         .command("INCR", [big.as_str()])
         .command("RPUSH", [orders.as_str(), "o-2"])
         .run()
         .await
-        .unwrap();
-    assert_eq!(replies.len(), 2, "{replies:?}");
-    assert!(replies[1].error().is_some_and(|m| m.contains("overflow")));
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::CommandFailed {
+                index: 1,
+                nothing_ran: true,
+                undone: true,
+                message,
+                ..
+            } if message.contains("overflow")
+        ),
+        "{e}"
+    );
+    assert_eq!(value(&client, &big).await, None, "the SET was undone");
     let pushed: i64 = client.redis().llen(&orders).await.unwrap();
     assert_eq!(pushed, 0, "nothing after the failed command ran");
+    let _: () = client
+        .redis()
+        .set(&big, i64::MAX.to_string(), None, None, false)
+        .await
+        .unwrap();
     let e = w
         .guarded()
         .command("INCR", [big.as_str()])
@@ -206,7 +224,8 @@ async fn a_command_that_would_fail_stops_the_call_before_anything_runs() {
             &e,
             Error::CommandFailed {
                 index: 0,
-                nothing_ran: false,
+                nothing_ran: true,
+                undone: false,
                 ..
             }
         ),
@@ -613,6 +632,158 @@ async fn a_command_too_long_for_the_script_is_refused_before_sending() {
     args.pop();
     let ran = w.guarded().command("RPUSH", &args).run().await.unwrap();
     assert_eq!(ran[0].as_i64(), Some(MAX_WORDS as i64 - 2));
+    w.release().await.unwrap();
+    client.close().await;
+}
+
+/// Each key's `DUMP` (none when missing) and `PEXPIRETIME`: what "unchanged" means.
+async fn read_keys(client: &LockClient, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
+    let script = "local r = {} for i, k in ipairs(KEYS) do \
+        r[2 * i - 1] = redis.call('DUMP', k) or '' \
+        r[2 * i] = redis.call('PEXPIRETIME', k) end return r";
+    let v: Vec<Value> = client
+        .redis()
+        .eval(script, keys.to_vec(), Vec::<String>::new())
+        .await
+        .unwrap();
+    v.chunks(2)
+        .map(|p| {
+            let dump = p[0]
+                .as_bytes()
+                .map(<[u8]>::to_vec)
+                .filter(|d| !d.is_empty());
+            (dump, p[1].as_i64().unwrap())
+        })
+        .collect()
+}
+
+/// The calls that wrote before failing (a command's failure found only while running,
+/// or on a key a command before it wrote): each fails, and every key it names is as it
+/// was, value and expiry. And a call the checks once refused though it would succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_fails_while_running_leaves_every_key_as_it_was() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-undone");
+    let client = client(cluster, &p).await;
+    let t = tag();
+    let lock = client.rwlock(&format!("order:{{{t}}}")).unwrap();
+    let k = |name: &str| format!("{name}:{{{t}}}");
+    let (mark, h, f, mx, status, stock, sp, missing) = (
+        k("mark"),
+        k("h"),
+        k("f"),
+        k("mx"),
+        k("status"),
+        k("stock"),
+        k("sp"),
+        k("missing"),
+    );
+    let redis = client.redis();
+    // `mark` exists with an expiry (both must come back), `h` is a hash, `mx` a hash
+    // whose `n` is not a number, `stock` a hash whose `n` is, `status` a string, `sp` a
+    // number with a space
+    let _: () = redis
+        .set(&mark, "old", Some(Expiration::PX(600_000)), None, false)
+        .await
+        .unwrap();
+    let _: i64 = redis.hset(&h, ("a", "1")).await.unwrap();
+    let _: i64 = redis.hset(&mx, ("n", "abc")).await.unwrap();
+    let _: i64 = redis.hset(&stock, ("n", "10")).await.unwrap();
+    let _: () = redis.set(&status, "new", None, None, false).await.unwrap();
+    let _: () = redis.set(&sp, "5 ", None, None, false).await.unwrap();
+    let keys = [
+        mark.as_str(),
+        h.as_str(),
+        f.as_str(),
+        mx.as_str(),
+        status.as_str(),
+        stock.as_str(),
+        sp.as_str(),
+        missing.as_str(),
+    ];
+    let before = read_keys(&client, &keys).await;
+    assert!(before[0].1 > 0, "mark expires: {:?}", before[0]);
+    let w = lock.write().await.unwrap();
+    let cases = [
+        // SET ... GET of a hash: WRONGTYPE after `mark` was written
+        (
+            "SET h v GET",
+            w.guarded()
+                .set(&mark, "x")
+                .command("SET", [h.as_str(), "v", "GET"]),
+            1,
+        ),
+        // LSET of a missing key
+        (
+            "LSET missing",
+            w.guarded()
+                .set(&mark, "x")
+                .command("LSET", [missing.as_str(), "0", "x"]),
+            1,
+        ),
+        // INCRBYFLOAT's argument is not checked before sending
+        (
+            "INCRBYFLOAT f abc",
+            w.guarded()
+                .set(&mark, "x")
+                .command("INCRBYFLOAT", [f.as_str(), "abc"]),
+            1,
+        ),
+        // a key written earlier in the call has its value checked by no one but Redis
+        (
+            "HINCRBY of a touched hash",
+            w.guarded()
+                .set(&mark, "x")
+                .command("HSET", [mx.as_str(), "status", "x"])
+                .command("HINCRBY", [mx.as_str(), "n", "1"]),
+            2,
+        ),
+        // the call's own SET made `status` text, two commands before its INCR
+        (
+            "INCR of a string the call made text",
+            w.guarded()
+                .set(&status, "text")
+                .command("HINCRBY", [stock.as_str(), "n", "1"])
+                .command("INCR", [status.as_str()]),
+            2,
+        ),
+        // found before anything ran
+        (
+            "INCR of \"5 \"",
+            w.guarded().set(&mark, "x").command("INCR", [sp.as_str()]),
+            1,
+        ),
+    ];
+    for (what, call, at) in cases {
+        let e = call.run().await.unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::CommandFailed {
+                    index,
+                    nothing_ran: true,
+                    ..
+                } if *index == at
+            ),
+            "{what}: {e}"
+        );
+        assert_eq!(
+            read_keys(&client, &keys).await,
+            before,
+            "{what}: a key changed ({e})"
+        );
+    }
+    // SET NX on a hash writes nothing (the key exists): the HSET after it succeeds,
+    // where the checks once took `h` for a string and refused the call
+    let replies = w
+        .guarded()
+        .command("SET", [h.as_str(), "v", "NX"])
+        .command("HSET", [h.as_str(), "b", "2"])
+        .run()
+        .await
+        .expect("SET NX on an existing hash, then HSET");
+    assert_eq!(replies[0], Reply::Nil);
+    assert_eq!(replies[1].as_i64(), Some(1));
     w.release().await.unwrap();
     client.close().await;
 }

@@ -532,3 +532,58 @@ async fn a_grant_sent_again_writes_so_that_the_wait_after_it_covers_it() {
     let _: i64 = c.del(vec![key.clone()]).await.unwrap();
     let _ = c.quit().await;
 }
+
+/// `rwlock4_guarded` decides itself whether a call writes, by each command's name and
+/// check: a client that sends `writes` 0 (or a check that says "reads") with a write
+/// under a read hold is refused, `{-5}`, and the key is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_under_a_read_hold_is_refused_whatever_the_writes_flag_says() {
+    let (_turn, _cluster, c) = start().await;
+    let p = prefix("proto-writes");
+    let key = format!("{p}:{{doc}}");
+    let data = format!("{p}:{{doc}}:data");
+    let _: () = c.set(&data, "before", None, None, false).await.unwrap();
+    let granted = parts(fcall(&c, "rwlock4_acquire", &key, &["r", "o1", "1", "30000", "0"]).await);
+    assert_eq!(int(&granted[0]), 1, "{granted:?}");
+    let guarded = |args: Vec<&str>| {
+        let (c, keys) = (c.clone(), vec![key.clone(), data.clone()]);
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        async move { parts(c.fcall("rwlock4_guarded", keys, args).await.unwrap()) }
+    };
+    for args in [
+        // the check as the client library sends it, the flag 0
+        vec!["o1", "1", "0 0 1", "3", "*s-1", "SET", data.as_str(), "x"],
+        // a check that says the command reads
+        vec!["o1", "1", "0 0 1", "3", "*.-1", "SET", data.as_str(), "x"],
+        // in lower case, in the else-branch of a condition that does not hold
+        vec![
+            "o1",
+            "1",
+            "0 1 0",
+            "3",
+            "e",
+            data.as_str(),
+            "missing",
+            "3",
+            "s.-1",
+            "append",
+            data.as_str(),
+            "x",
+        ],
+        // the old form of revision 1 and 2 clients
+        vec!["o1", "1", "0", "3", "SET", data.as_str(), "x"],
+    ] {
+        let refused = guarded(args.clone()).await;
+        assert_eq!(int(&refused[0]), -5, "{args:?}: {refused:?}");
+        let still: String = c.get(&data).await.unwrap();
+        assert_eq!(still, "before", "{args:?}");
+    }
+    // a malformed check is refused before anything runs
+    let malformed = guarded(vec!["o1", "1", "0 0 1", "2", "x.-1", "GET", data.as_str()]).await;
+    assert_eq!(int(&malformed[0]), -8, "{malformed:?}");
+    // a read runs
+    let read = guarded(vec!["o1", "1", "0 0 1", "2", "s.-1", "GET", data.as_str()]).await;
+    assert_eq!(int(&read[0]), 1, "{read:?}");
+    let _ = fcall(&c, "rwlock4_release", &key, &["o1", "1"]).await;
+    let _: i64 = c.del(&data).await.unwrap();
+}

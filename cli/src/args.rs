@@ -20,8 +20,8 @@ Exit codes of `run`: the command's status (128+N when killed by signal N);
   64 bad arguments, 69 Redis unreachable or failing, 70 the lease was lost while the
   command ran, 75 not granted within --timeout, 126 command not executable,
   127 command not found. `break`: 3 when the lock held nothing to break. `exec`: 65
-  when a command failed (or would have: then nothing ran; else those before it ran, none
-  after it), 64 with nothing sent for a command that may not run under the lock.";
+  when a command failed or would have (all or nothing: nothing the call did stays
+  written), 64 with nothing sent for a command that may not run under the lock.";
 
 /// Take a distributed read/write lock on Redis Cluster (or Valkey, or one node) from the
 /// shell, and look at the locks held.

@@ -79,7 +79,8 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     let released = guard.release().await;
     let replies = match replies {
         Ok(r) => r,
-        // found before any command ran: nothing was written
+        // a command failed: nothing the call did stays written (all or nothing), or the
+        // message says what stays
         Err(e @ cluster_rwlock::Error::CommandFailed { .. }) => {
             eprintln!(
                 "cluster-rwlock: exec: {}",
@@ -101,7 +102,7 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     }
     if let Some(at) = replies.iter().position(|r| matches!(r, Reply::Error(_))) {
         eprintln!(
-            "cluster-rwlock: exec: command {} of {} failed (its reply above): those before it ran, none after it",
+            "cluster-rwlock: exec: command {} of {} failed (its reply above)",
             at + 1,
             list.len()
         );

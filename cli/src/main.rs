@@ -37,8 +37,8 @@ pub mod code {
     pub const LOST: i32 = 70;
     /// The lock was not granted within `--timeout`.
     pub const BUSY: i32 = 75;
-    /// `exec`: a command failed, or would have (then nothing ran; else those before it
-    /// ran and stay, none after it).
+    /// `exec`: a command failed, or would have: nothing the call did stays written (all
+    /// or nothing).
     pub const COMMAND_FAILED: i32 = 65;
     /// `break`: the lock held nothing to break (of the owner given).
     pub const NOTHING_HELD: i32 = 3;

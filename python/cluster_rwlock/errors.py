@@ -91,20 +91,27 @@ class InvalidCommand(LockError, ValueError):
 
 
 class ConditionFailed(LockError):
-    """A guarded call's condition (``index``, from 0) did not hold; nothing ran."""
+    """A guarded call's condition (``index``, from 0) did not hold: the commands after
+    ``otherwise()``, if any, ran instead of the others (``commit()`` returns their
+    replies)."""
 
     index: int
 
 
 class CommandFailed(LockError):
-    """A guarded command (``index``, ``command``) failed with ``reply``. With
-    ``nothing_ran`` true it was found before anything ran and nothing was written; else
-    the commands before it stay written and none after it ran."""
+    """A guarded command (``index`` in its branch, from 0, and ``command``) failed with
+    ``reply``. A guarded call is all or nothing: with ``nothing_ran`` true (always, but
+    when the user may not run ``RESTORE``/``DEL``) nothing the call did stays written,
+    no key it names changed, whether the failure was found before anything ran or
+    (``undone`` true) the commands before it ran and what they wrote was put back. With
+    ``nothing_ran`` false, putting back was refused: the commands before it stay written
+    (the message says so), and none after it ran."""
 
     index: int
     command: str
     reply: str
     nothing_ran: bool
+    undone: bool
 
 
 class PermissionDenied(LockError, PermissionError):
@@ -118,4 +125,5 @@ class Closed(LockError):
 
 
 class ReplyError(Exception):
-    """A command's error reply, as it appears in :attr:`Outcome.replies` (not raised)."""
+    """A command's error reply (not raised). A guarded call whose command fails raises
+    :class:`CommandFailed` instead (all or nothing): its replies hold none."""

@@ -140,8 +140,8 @@ class Outcome:
     succeeded: bool
     #: The first condition that did not hold, by its place (from 0).
     failed_condition: Optional[int]
-    #: The replies of the commands that ran; a command that failed ends the list with a
-    #: :class:`ReplyError`, and the commands after it did not run.
+    #: The replies of the commands that ran, in order (a command that failed raises
+    #: :class:`CommandFailed` instead: all or nothing).
     replies: List[Any]
 
 
@@ -215,13 +215,16 @@ class Guarded(Generic[R]):
         return self.command("RPUSH", key, *values)
 
     def run(self) -> R:
-        """Runs the call: the replies of the commands, in order. Raises
-        :class:`ConditionFailed` when a condition did not hold (the ``otherwise()``
-        branch, if any, ran: :meth:`commit` returns its replies), :class:`CommandFailed` when a command failed, :class:`LockLost`
-        when the hold is gone (nothing written)."""
+        """Runs the call: the replies of the commands, in order. All or nothing: raises
+        :class:`CommandFailed` when a command failed (or would have), and then no key the
+        call names changed (``nothing_ran``; ``undone`` when the commands before it ran
+        and were put back). Raises :class:`ConditionFailed` when a condition did not
+        hold (the ``otherwise()`` branch, if any, ran: :meth:`commit` returns its
+        replies), :class:`LockLost` when the hold is gone (nothing written)."""
         return self._runner(self._then, self._otherwise, False)
 
     def commit(self) -> R:
         """Runs the call and returns its :class:`Outcome` (a failed condition is an
-        outcome, not an exception)."""
+        outcome, not an exception; a failed command raises :class:`CommandFailed`, as in
+        :meth:`run`)."""
         return self._runner(self._then, self._otherwise, True)

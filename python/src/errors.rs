@@ -63,11 +63,13 @@ fn details<'py>(py: Python<'py>, e: &Error) -> PyResult<Bound<'py, PyDict>> {
             command,
             message,
             nothing_ran,
+            undone,
         } => {
             d.set_item("index", index)?;
             d.set_item("command", command)?;
             d.set_item("reply", message)?;
             d.set_item("nothing_ran", nothing_ran)?;
+            d.set_item("undone", undone)?;
         }
         _ => {}
     }

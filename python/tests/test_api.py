@@ -99,6 +99,17 @@ def test_guarded_calls_run_only_under_the_hold(client, name):
         with pytest.raises(cluster_rwlock.CommandFailed) as failed:
             w.guarded().set(f"a:{tag}", "1").command("INCR", f"status:{tag}").run()
         assert failed.value.nothing_ran and failed.value.index == 1
+        assert not failed.value.undone
+        # one that fails only while running (an overflow) raises too, from run() and
+        # commit() alike, and what ran before it is undone: all or nothing
+        big = f"big:{tag}"
+        for send in (lambda g: g.run(), lambda g: g.commit()):
+            with pytest.raises(cluster_rwlock.CommandFailed) as failed:
+                send(w.guarded().set(f"a:{tag}", "2").set(big, 2**63 - 1).command("INCR", big))
+            assert (failed.value.index, failed.value.command) == (2, "INCR")
+            assert failed.value.nothing_ran and failed.value.undone
+            assert "overflow" in failed.value.reply
+            assert w.guarded().get(f"a:{tag}").get(big).run() == [None, None]
         # refused before sending: a key of another slot, the lock's own key, arity
         with pytest.raises(cluster_rwlock.InvalidCommand):
             w.guarded().set("elsewhere:{other}", "x").run()

@@ -231,8 +231,8 @@ impl Scripts {
 
     /// Runs a guarded call (`lua/guarded.lua`) while hold `id` of `owner` is on the
     /// server, confirmed as `on` says: the branch that ran and each command's reply (or
-    /// its error's message), or the condition or command that would have failed (nothing
-    /// ran). [`Error::LockLost`] when the hold is gone (nothing ran);
+    /// its error's message), or the condition or command that failed (nothing the call
+    /// did stays written). [`Error::LockLost`] when the hold is gone (nothing ran);
     /// [`Error::WriteNotReplicated`] when the commands ran on the master but too few
     /// replicas acknowledged them in time. The reply's code is read first: a hold found
     /// gone is `LockLost` whatever the replicas did (nothing ran to confirm).
@@ -283,10 +283,16 @@ impl Scripts {
                 else {
                     return Err(Error::Protocol("guarded: a short refusal".into()));
                 };
+                // (a fifth element, 1: the commands before it ran and were undone)
+                let undone = match parts.get(4) {
+                    Some(u) => int(u)? == 1,
+                    None => false,
+                };
                 return Ok(GuardedReply::Refused {
                     branch: text(branch)?,
                     index: u32::try_from(int(index)?).unwrap_or(0),
                     message: text(message)?,
+                    undone,
                 });
             }
             c => return Err(Error::Protocol(format!("guarded: code {c}"))),

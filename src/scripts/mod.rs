@@ -108,18 +108,21 @@ pub(crate) struct GuardedCall<'a> {
 pub(crate) enum GuardedReply {
     /// The hold was there: whether every condition held (the then-branch ran), the first
     /// that did not (from 1; 0 when all held), and each command's reply or error, the
-    /// last an error when a command failed (none after it ran).
+    /// last an error when a command failed and what ran before it could not be put back
+    /// (it stays; none after it ran).
     Ran {
         held: bool,
         failed: u32,
         replies: Vec<std::result::Result<Value, String>>,
     },
-    /// A condition (`if`) or a command (`then`, `else`, from 1 in its branch) would
-    /// have failed: nothing ran.
+    /// A condition (`if`) or a command (`then`, `else`, from 1 in its branch) failed
+    /// and nothing the call did stays written: found before any command ran, or
+    /// (`undone`) the commands before it ran and were undone.
     Refused {
         branch: String,
         index: u32,
         message: String,
+        undone: bool,
     },
 }
 

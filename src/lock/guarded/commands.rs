@@ -61,9 +61,10 @@ use Keys::{All, First};
 /// block, nor publish, nor touch the cluster, scripts or the server: what a script may
 /// run and what a holder needs. `check` is three letters (`lua/guarded.lua`): the type
 /// the key must have (`s` string, `h` hash, `l` list, `S` set, `z` sorted set, `*` any),
-/// what the command leaves there (`.` nothing changed, `=` that type, `0` no key, `s` a
-/// string, `?` cannot be told), the value it adds to (`i` an integer, `f` a number,
-/// `-` none).
+/// what the command leaves there (`.` nothing changed: it reads; `=` that type, or for
+/// `*` the type it found; `0` no key; `s` a string; `?` cannot be told), the value it
+/// adds to (`i` an integer, `f` a number, `-` none). The function takes a command whose
+/// second letter is not `.` as a write, as it does any command not among its reads.
 const COMMANDS: &[Spec] = &[
     // strings
     spec("GET", false, First, "s.-", (1, 1), &[]),
@@ -90,7 +91,7 @@ const COMMANDS: &[Spec] = &[
     // (an expiry in the past deletes the key)
     spec("EXPIRE", true, First, "*?-", (2, 3), &[1]),
     spec("PEXPIRE", true, First, "*?-", (2, 3), &[1]),
-    spec("PERSIST", true, First, "*.-", (1, 1), &[]),
+    spec("PERSIST", true, First, "*=-", (1, 1), &[]),
     // hashes
     spec("HGET", false, First, "h.-", (2, 2), &[]),
     spec("HMGET", false, First, "h.-", (2, ANY), &[]),
@@ -115,7 +116,7 @@ const COMMANDS: &[Spec] = &[
     spec("RPUSH", true, First, "l=-", (2, ANY), &[]),
     spec("LPOP", true, First, "l?-", (1, 2), &[1]),
     spec("RPOP", true, First, "l?-", (1, 2), &[1]),
-    spec("LSET", true, First, "l.-", (3, 3), &[1]),
+    spec("LSET", true, First, "l=-", (3, 3), &[1]),
     spec("LTRIM", true, First, "l?-", (3, 3), &[1, 2]),
     // sets
     spec("SMEMBERS", false, First, "S.-", (1, 1), &[]),
@@ -272,6 +273,19 @@ where
     checked(lock, Some(mode), name, args).map(|_| ())
 }
 
+/// The names of the commands a guarded call may run, in capitals (the table
+/// [`Guarded::command`](super::Guarded::command) and [`check`] read): for a tool that
+/// lists them, or a test that draws from all of them.
+///
+/// ```
+/// let names: Vec<&str> = cluster_rwlock::guarded::commands().collect();
+/// assert!(names.contains(&"HINCRBY") && names.contains(&"GET"));
+/// assert!(!names.contains(&"EVAL"));
+/// ```
+pub fn commands() -> impl Iterator<Item = &'static str> {
+    COMMANDS.iter().map(|c| c.name)
+}
+
 /// What would put lock `name` (whose hash is `lock_key`) and `key` in one slot: a lock
 /// name carrying the key's hashtag (or the key whole, when it has none), or a key
 /// carrying the lock's.
@@ -343,8 +357,9 @@ mod tests {
             assert!(b"if-".contains(&check[2]), "{name}");
             assert!(spec.args.0 >= 1 && spec.args.0 <= spec.args.1, "{name}");
             assert!(spec.integers.iter().all(|&at| at < spec.args.1), "{name}");
-            // a read leaves its key as it was
-            assert!(spec.writes || check[1] == b'.', "{name}");
+            // a read leaves its key as it was, and a write says it does not (the
+            // function tells writes by it)
+            assert_eq!(spec.writes, check[1] != b'.', "{name}");
         }
         // what must never run in a script under the lock
         for refused in [

@@ -5,7 +5,7 @@ mod commands;
 mod condition;
 mod reply;
 
-pub use commands::{check, MAX_WORDS};
+pub use commands::{check, commands, MAX_WORDS};
 pub use condition::{Compare, Condition};
 pub use reply::Reply;
 
@@ -41,8 +41,8 @@ pub struct Outcome {
     pub succeeded: bool,
     /// The first condition that did not hold, by its place (from 0).
     pub failed_condition: Option<u32>,
-    /// The replies of the commands that ran, in order. A command that failed ends the
-    /// list with its [`Reply::Error`]: the commands after it did not run.
+    /// The replies of the commands that ran, in order (a command that failed is
+    /// [`Error::CommandFailed`] instead: all or nothing).
     pub replies: Vec<Reply>,
 }
 
@@ -364,6 +364,7 @@ impl Batch {
                 branch,
                 index,
                 message,
+                undone,
             } => {
                 let index = index.saturating_sub(1);
                 let command = match branch.as_str() {
@@ -376,23 +377,42 @@ impl Batch {
                     command: command.unwrap_or_default(),
                     message,
                     nothing_ran: true,
+                    undone,
                 })
             }
             GuardedReply::Ran {
                 held,
                 failed,
                 replies,
-            } => Ok(Outcome {
-                succeeded: held,
-                failed_condition: (!held).then(|| failed.saturating_sub(1)),
-                replies: replies
-                    .into_iter()
-                    .map(|r| match r {
-                        Ok(v) => Reply::of(v),
-                        Err(message) => Reply::Error(message),
-                    })
-                    .collect(),
-            }),
+            } => {
+                // a command failed and what ran before it could not be put back (a user
+                // refused RESTORE or DEL): it stays, and the error says so
+                if let Some(index) = replies.iter().position(Result::is_err) {
+                    let names = if held {
+                        &self.then.1
+                    } else {
+                        &self.otherwise.1
+                    };
+                    return Err(Error::CommandFailed {
+                        index: u32::try_from(index).unwrap_or(u32::MAX),
+                        command: names.get(index).cloned().unwrap_or_default(),
+                        message: replies[index].clone().err().unwrap_or_default(),
+                        nothing_ran: false,
+                        undone: false,
+                    });
+                }
+                Ok(Outcome {
+                    succeeded: held,
+                    failed_condition: (!held).then(|| failed.saturating_sub(1)),
+                    replies: replies
+                        .into_iter()
+                        .map(|r| match r {
+                            Ok(v) => Reply::of(v),
+                            Err(message) => Reply::Error(message),
+                        })
+                        .collect(),
+                })
+            }
         }
     }
 }
@@ -404,14 +424,19 @@ impl Batch {
 ///
 /// What is atomic: the hold's check, the conditions and the commands run as one function
 /// call on one node, with nothing else in between; nothing runs if the hold is gone.
-/// What is all-or-nothing: before the first command runs, each is checked against the
-/// keys as they are and as the commands before it leave them: the arguments it takes
-/// (before sending), its key's type (what would be `WRONGTYPE`), and the value an
-/// `INCR`/`DECR`/`HINCRBY` or kin adds to: a command that would fail so fails the call,
-/// and NOTHING ran ([`Error::CommandFailed`] with `nothing_ran`). A command that fails
-/// all the same (an overflow, a bad option: Redis has no rollback) stops the call there:
-/// those before it stay written, those after it do not run, and its [`Reply::Error`]
-/// ends the replies.
+/// What is all-or-nothing: every command of the branch chosen succeeds, or the call
+/// fails with [`Error::CommandFailed`] (`nothing_ran`) and NO key it names is changed,
+/// neither its value nor its expiry. Most failures are found before the first command
+/// runs: each is checked against the keys as they are and as the commands before it
+/// leave them: the arguments it takes (before sending), its key's type (what would be
+/// `WRONGTYPE`), and the value an `INCR`/`DECR`/`HINCRBY` or kin adds to (what cannot be
+/// told passes: no call that would succeed is refused). For the rest (an overflow, a bad
+/// option, a value written earlier in the same call), the function reads each key a
+/// command writes before it runs (`DUMP` and `PEXPIRETIME`, once per key and call, none
+/// for the branch's last command) and puts them back (`RESTORE`, `DEL`) when a later
+/// command fails (`undone`). The application's user needs `+dump +restore +pexpiretime
+/// +del` for that (docs/SECURITY.md); without, a call whose keys cannot be read fails
+/// before its command runs, all the same undone.
 ///
 /// ```no_run
 /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -555,8 +580,7 @@ impl<'a> Guarded<'a> {
     /// Runs the call in one function call on the lock's node, after checking there that
     /// the hold is still there and its lease, by the server's clock, has not run out,
     /// and that every condition holds: each command's reply, in order. A command that
-    /// failed ends the list with its [`Reply::Error`] (none after it ran; see the type's
-    /// docs for what is checked before any runs).
+    /// fails fails the call, with nothing it did left written (see the type's docs).
     ///
     /// Confirmed as grants are (see [`Durability`](crate::Durability)): by default the
     /// replies come back once the replicas that could be promoted have the writes, so
@@ -572,8 +596,11 @@ impl<'a> Guarded<'a> {
     ///   failover): NOTHING ran.
     /// - [`Error::ConditionFailed`]: a condition did not hold: the else-branch ran (use
     ///   [`commit`](Self::commit) for its replies).
-    /// - [`Error::CommandFailed`] with `nothing_ran`: a condition or command would have
-    ///   failed (a key of another type, a value that is not an integer): NOTHING ran.
+    /// - [`Error::CommandFailed`] with `nothing_ran`: a condition or command failed (a
+    ///   key of another type, a value that is not an integer, an overflow): NOTHING the
+    ///   call did stays written (`undone`: the commands before it ran and were put back).
+    ///   Without `nothing_ran`, putting back failed (a user refused `RESTORE` or `DEL`):
+    ///   the commands before it stay written.
     /// - [`Error::InvalidCommand`], [`Error::WrongSlot`], [`Error::LockKey`]: a command
     ///   that may not run, a write under a read hold, a key outside the lock's slot or
     ///   one that belongs to a lock: nothing was sent.
@@ -611,9 +638,9 @@ impl<'a> Guarded<'a> {
         self.batch.commit(self.grant).await
     }
 
-    /// As [`run`](Self::run), with a command that failed while running turned into
-    /// [`Error::CommandFailed`], which names it: for callers that treat any failed
-    /// command as an error (the commands before it ran, none after it).
+    /// As [`run`](Self::run), which now fails any call whose command failed with
+    /// [`Error::CommandFailed`] itself (all or nothing): kept for the callers that used
+    /// it when a command failing while running was a [`Reply::Error`].
     ///
     /// ```no_run
     /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
@@ -632,20 +659,6 @@ impl<'a> Guarded<'a> {
     /// # Errors
     /// As [`run`](Self::run), and [`Error::CommandFailed`].
     pub async fn run_checked(self) -> Result<Vec<Reply>> {
-        let (then, otherwise) = (self.batch.then.1.clone(), self.batch.otherwise.1.clone());
-        let out = self.batch.commit(self.grant).await?;
-        let names = if out.succeeded { then } else { otherwise };
-        if let Some(index) = out.replies.iter().position(|r| r.error().is_some()) {
-            return Err(Error::CommandFailed {
-                index: u32::try_from(index).unwrap_or(u32::MAX),
-                command: names.get(index).cloned().unwrap_or_default(),
-                message: out.replies[index].error().unwrap_or_default().to_string(),
-                nothing_ran: false,
-            });
-        }
-        match out.failed_condition {
-            Some(index) => Err(Error::ConditionFailed { index }),
-            None => Ok(out.replies),
-        }
+        self.run().await
     }
 }

@@ -21,8 +21,10 @@ pub enum Reply {
     Bytes(Vec<u8>),
     /// A list of replies.
     Array(Vec<Reply>),
-    /// The command failed (a wrong type, a value that is not a number, ...); the
-    /// commands before it ran, and so did those after it (as in `MULTI`/`EXEC`).
+    /// The command failed (a wrong type, a value that is not a number, ...). A guarded
+    /// call no longer returns it: a command that fails fails the whole call with
+    /// [`Error::CommandFailed`](crate::Error::CommandFailed) (all or nothing). Kept for
+    /// the code that matches it.
     Error(String),
 }
 
