@@ -30,7 +30,9 @@ local LAYOUT = '4'
 -- server instructions (see lib.lua's server_time). Revision 8 gives a hand-off a claim
 -- window (CLAIM_MS below): a writer handed the lock that does not take it in time, and a
 -- reader group first in line whose readers do not all come in time, lose their turn, so
--- that a waiter that died holds up those behind it about a second, not a lease.
+-- that a waiter that died holds up those behind it about a second, not a lease; it
+-- also makes guarded calls all or nothing (guarded.lua), decides there whether a call
+-- writes, and names a broken client on the channel (force_release.lua).
 local REVISION = 8
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
