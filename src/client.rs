@@ -288,7 +288,9 @@ impl LockClient {
     /// the lock); and raises the fence, so that the next grant's fence is above every
     /// fence a broken holder had and a resource that checks fences refuses their late
     /// writes once the next holder has written. A broken holder learns it at its next
-    /// renewal (`lost()` resolves, `release()` says [`Error::LockLost`]); until then it
+    /// renewal, or at once when a call it makes under the hold (a guarded call, say) is
+    /// answered that the hold is gone (`lost()` resolves, `is_lost()` is true,
+    /// `release()` says [`Error::LockLost`]); until then it
     /// may still believe it holds: make sure it is dead or stuck, and rely on the fence.
     /// Logged at `warn` and counted in `cluster_rwlock_forced_releases_total`.
     ///

@@ -75,10 +75,15 @@ impl Hold {
         if self.state.is_lost() {
             return Err(Error::LockLost);
         }
-        match acquire::try_once(&self.raw, self.owner.clone(), Ask::Again(mode)).await? {
+        match self
+            .heard(acquire::try_once(&self.raw, self.owner.clone(), Ask::Again(mode)).await)?
+        {
             Some(g) => Ok(Hold::new(self.raw.clone(), self.owner.clone(), g)),
             // the owner holds nothing any more: this hold is gone
-            None => Err(Error::LockLost),
+            None => {
+                self.gone();
+                Err(Error::LockLost)
+            }
         }
     }
 
@@ -102,7 +107,7 @@ impl Hold {
                 }
             }
         };
-        match outcome? {
+        match self.heard(outcome)? {
             Some(g) => {
                 let write = Hold::new(self.raw.clone(), self.owner.clone(), g);
                 self.upgraded(write).map(Ok)
@@ -176,7 +181,32 @@ impl Hold {
         &self,
         call: &crate::scripts::GuardedCall<'_>,
     ) -> Result<crate::scripts::GuardedReply> {
-        self.raw.guarded(&self.owner, self.id, call).await
+        let reply = self.raw.guarded(&self.owner, self.id, call).await;
+        self.heard(reply)
+    }
+
+    /// `reply`, of a call made under this hold: when it is the server's word that the
+    /// hold is gone ([`Error::LockLost`]), the hold is lost at once (see
+    /// [`gone`](Self::gone)).
+    fn heard<T>(&self, reply: Result<T>) -> Result<T> {
+        if matches!(reply, Err(Error::LockLost)) {
+            self.gone();
+        }
+        reply
+    }
+
+    /// The server said this hold is gone: lost now (its signal fires), not at the next
+    /// renewal, which would only find the same, up to a third of a lease later; and not
+    /// renewed any more.
+    fn gone(&self) {
+        self.stop_renewing();
+        if self.state.mark_lost() {
+            observe::lost(
+                self.raw.key(),
+                &self.owner,
+                "a call made under the hold found it gone",
+            );
+        }
     }
 
     fn observe_release(&self, ok: bool) {
@@ -251,7 +281,7 @@ impl Hold {
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
         self.state.set_converting(true);
-        let fence = raw.downgrade(&owner, self.id, to, mode).await?;
+        let fence = self.heard(raw.downgrade(&owner, self.id, to, mode).await)?;
         // read after the reply: a renewal confirmed meanwhile moved it on
         let until = self.state.until();
         self.forget();
@@ -274,7 +304,7 @@ impl Hold {
                 Err(Error::LockLost)
             }
             None => {
-                self.state.mark_lost();
+                self.gone();
                 Err(Error::LockLost)
             }
         }

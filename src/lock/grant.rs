@@ -75,8 +75,10 @@ impl Grant {
         self.hold.mode()
     }
 
-    /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
-    /// for a whole lease. Another owner may hold the lock now.
+    /// Whether the lease was lost: a renewal, or a call made under this guard (a guarded
+    /// call, [`read_again`](Self::read_again), an upgrade or a downgrade), found the hold
+    /// gone, or no renewal succeeded for a whole lease. Another owner may hold the lock
+    /// now.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
