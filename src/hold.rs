@@ -273,10 +273,21 @@ impl Hold {
     /// confirmed by the replicas (a replica that misses it keeps the stronger hold, with
     /// the deadline of its last confirmed grant or renewal), so only the next confirmed
     /// renewal of the new hold moves its belief on.
+    ///
+    /// Never leaves a hold on the server that nobody renews or gives back: from the
+    /// sending until its reply is made a `Hold`, the new hold is the call's
+    /// [`Unclaimed`] hold, given back when the call ends otherwise (an error that does
+    /// not say whether the function ran, a cancelled future, a lease lost meanwhile).
     pub async fn downgrade(mut self, mode: Mode) -> Result<Hold> {
         let raw = self.raw.clone();
         let owner = self.owner.clone();
         let to = raw.next_hold_id();
+        let mut unclaimed = Unclaimed {
+            raw: raw.clone(),
+            owner: owner.clone(),
+            id: to,
+            armed: true,
+        };
         let sent = Instant::now();
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
@@ -287,6 +298,7 @@ impl Hold {
         self.forget();
         match fence {
             Some(fence) if !self.state.is_lost() => {
+                unclaimed.armed = false;
                 let granted = Acquired {
                     id: to,
                     fence,
@@ -299,11 +311,12 @@ impl Hold {
             }
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected (given
-                // back in the background: the caller learns it was lost at once)
-                give_back(raw, owner, to, false);
+                // back in the background by `unclaimed`: the caller learns it was lost
+                // at once)
                 Err(Error::LockLost)
             }
             None => {
+                unclaimed.armed = false;
                 self.gone();
                 Err(Error::LockLost)
             }
@@ -335,6 +348,33 @@ fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
             others,
         },
     );
+}
+
+/// The hold a downgrade makes, from the sending of its call until its reply is made a
+/// [`Hold`]: when the call ends otherwise (an error after the function may have run, its
+/// reply lost; a cancelled future; a lease lost meanwhile), it is given back in the
+/// background as an acquire's leftovers are (withdrawn through the lock's lane, after
+/// the downgrade, so that it never overtakes it), followed for up to a lease. Never a
+/// hold on the server that nobody renews or gives back.
+struct Unclaimed {
+    raw: RawLock,
+    owner: Arc<str>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if self.armed {
+            self.raw.give_back_later(
+                self.owner.clone(),
+                GiveBack::Attempt {
+                    id: self.id,
+                    from: None,
+                },
+            );
+        }
+    }
 }
 
 impl Drop for Hold {
