@@ -329,7 +329,9 @@ impl LockClient {
     /// [`client_name`](LockConfig::client_name) (each hold has its own token, so
     /// [`force_release`](Self::force_release) with one token reaches one hold), AND their
     /// places in the queue, so that the lock is not handed to another task of the same
-    /// stuck process. The waiters are told and the fence is raised as by
+    /// stuck process: a waiter of that client still running stops with [`Error::Broken`]
+    /// (it heard the break on the lock's channel) rather than take a new place at the
+    /// tail. The other waiters are told and the fence is raised as by
     /// [`force_release`](Self::force_release); holds taken under an explicit owner token
     /// ([`RwLock::with_owner`](crate::RwLock::with_owner)) are not the client's and stay.
     /// [`RwLock::state`] before it tells who would go ([`Holder::client_name`](crate::Holder::client_name))

@@ -426,6 +426,13 @@ async fn wait_loop<L: Seam>(
                     } => Some(w),
                     _ = tokio::time::sleep_until(until) => None,
                 };
+                // an operator broke this waiter's client: its place went, and it stops
+                // rather than take a new one at the tail
+                if let Some(client) = woken.as_ref().and_then(|w| w.broke(&owner)) {
+                    return Err(Error::Broken {
+                        client: client.to_string(),
+                    });
+                }
                 // a message that concerns this waiter: its next attempt may well be a grant
                 expect_busy &= woken.is_none();
                 if let Some(Wake::Granted { id: handed, .. }) = woken {
