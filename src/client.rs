@@ -288,7 +288,9 @@ impl LockClient {
     /// the lock); and raises the fence, so that the next grant's fence is above every
     /// fence a broken holder had and a resource that checks fences refuses their late
     /// writes once the next holder has written. A broken holder learns it at its next
-    /// renewal (`lost()` resolves, `release()` says [`Error::LockLost`]); until then it
+    /// renewal, or at once when a call it makes under the hold (a guarded call, say) is
+    /// answered that the hold is gone (`lost()` resolves, `is_lost()` is true,
+    /// `release()` says [`Error::LockLost`]); until then it
     /// may still believe it holds: make sure it is dead or stuck, and rely on the fence.
     /// Logged at `warn` and counted in `cluster_rwlock_forced_releases_total`.
     ///
@@ -327,7 +329,9 @@ impl LockClient {
     /// [`client_name`](LockConfig::client_name) (each hold has its own token, so
     /// [`force_release`](Self::force_release) with one token reaches one hold), AND their
     /// places in the queue, so that the lock is not handed to another task of the same
-    /// stuck process. The waiters are told and the fence is raised as by
+    /// stuck process: a waiter of that client still running stops with [`Error::Broken`]
+    /// (it heard the break on the lock's channel) rather than take a new place at the
+    /// tail. The other waiters are told and the fence is raised as by
     /// [`force_release`](Self::force_release); holds taken under an explicit owner token
     /// ([`RwLock::with_owner`](crate::RwLock::with_owner)) are not the client's and stay.
     /// [`RwLock::state`] before it tells who would go ([`Holder::client_name`](crate::Holder::client_name))

@@ -40,6 +40,16 @@ pub enum Error {
     /// owner may have taken the lock since.
     #[error("the lease of this hold was lost")]
     LockLost,
+    /// An operator broke this client on the lock while this acquire waited
+    /// ([`LockClient::break_client`](crate::LockClient::break_client), `cluster-rwlock
+    /// break --client`): its holds and its places in the queue were removed, and the
+    /// acquire stops rather than take a new place at the tail. Not retryable: the
+    /// operator meant the client to stop.
+    #[error("an operator broke the client {client} on this lock while it waited")]
+    Broken {
+        /// The client name that was broken (this client's).
+        client: String,
+    },
     /// A grant (or a renewal) was not acknowledged by enough replicas in time: it does
     /// not count, and the library gives it back (a waiting acquire tries again, and
     /// returns this error rather than [`Timeout`](Error::Timeout) when its time runs out
@@ -483,8 +493,9 @@ impl Error {
     /// Whether the same call may succeed if made again a little later, unchanged: no
     /// answer in time, a connection or cluster error (a failover, a slot moving), a
     /// grant the replicas did not confirm, or a lock held by others until the timeout.
-    /// Configuration, name, owner and layout errors, [`LockLost`](Error::LockLost) and
-    /// [`UpgradeDeadlock`](Error::UpgradeDeadlock) are not: the same call fails again.
+    /// Configuration, name, owner and layout errors, [`LockLost`](Error::LockLost),
+    /// [`Broken`](Error::Broken) and [`UpgradeDeadlock`](Error::UpgradeDeadlock) are not:
+    /// the same call fails again, or is not to be made again.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -638,6 +649,9 @@ mod tests {
         .is_retryable());
         for e in [
             Error::LockLost,
+            Error::Broken {
+                client: "worker-7@host-b".into(),
+            },
             Error::UpgradeDeadlock,
             Error::InvalidOwner("a b".into()),
             Error::InvalidName(String::new()),

@@ -75,10 +75,15 @@ impl Hold {
         if self.state.is_lost() {
             return Err(Error::LockLost);
         }
-        match acquire::try_once(&self.raw, self.owner.clone(), Ask::Again(mode)).await? {
+        match self
+            .heard(acquire::try_once(&self.raw, self.owner.clone(), Ask::Again(mode)).await)?
+        {
             Some(g) => Ok(Hold::new(self.raw.clone(), self.owner.clone(), g)),
             // the owner holds nothing any more: this hold is gone
-            None => Err(Error::LockLost),
+            None => {
+                self.gone();
+                Err(Error::LockLost)
+            }
         }
     }
 
@@ -102,7 +107,7 @@ impl Hold {
                 }
             }
         };
-        match outcome? {
+        match self.heard(outcome)? {
             Some(g) => {
                 let write = Hold::new(self.raw.clone(), self.owner.clone(), g);
                 self.upgraded(write).map(Ok)
@@ -176,7 +181,32 @@ impl Hold {
         &self,
         call: &crate::scripts::GuardedCall<'_>,
     ) -> Result<crate::scripts::GuardedReply> {
-        self.raw.guarded(&self.owner, self.id, call).await
+        let reply = self.raw.guarded(&self.owner, self.id, call).await;
+        self.heard(reply)
+    }
+
+    /// `reply`, of a call made under this hold: when it is the server's word that the
+    /// hold is gone ([`Error::LockLost`]), the hold is lost at once (see
+    /// [`gone`](Self::gone)).
+    fn heard<T>(&self, reply: Result<T>) -> Result<T> {
+        if matches!(reply, Err(Error::LockLost)) {
+            self.gone();
+        }
+        reply
+    }
+
+    /// The server said this hold is gone: lost now (its signal fires), not at the next
+    /// renewal, which would only find the same, up to a third of a lease later; and not
+    /// renewed any more.
+    fn gone(&self) {
+        self.stop_renewing();
+        if self.state.mark_lost() {
+            observe::lost(
+                self.raw.key(),
+                &self.owner,
+                "a call made under the hold found it gone",
+            );
+        }
     }
 
     fn observe_release(&self, ok: bool) {
@@ -243,20 +273,32 @@ impl Hold {
     /// confirmed by the replicas (a replica that misses it keeps the stronger hold, with
     /// the deadline of its last confirmed grant or renewal), so only the next confirmed
     /// renewal of the new hold moves its belief on.
+    ///
+    /// Never leaves a hold on the server that nobody renews or gives back: from the
+    /// sending until its reply is made a `Hold`, the new hold is the call's
+    /// [`Unclaimed`] hold, given back when the call ends otherwise (an error that does
+    /// not say whether the function ran, a cancelled future, a lease lost meanwhile).
     pub async fn downgrade(mut self, mode: Mode) -> Result<Hold> {
         let raw = self.raw.clone();
         let owner = self.owner.clone();
         let to = raw.next_hold_id();
+        let mut unclaimed = Unclaimed {
+            raw: raw.clone(),
+            owner: owner.clone(),
+            id: to,
+            armed: true,
+        };
         let sent = Instant::now();
         // sent again through timeouts and failovers: a retry finds the hold the first
         // call made
         self.state.set_converting(true);
-        let fence = raw.downgrade(&owner, self.id, to, mode).await?;
+        let fence = self.heard(raw.downgrade(&owner, self.id, to, mode).await)?;
         // read after the reply: a renewal confirmed meanwhile moved it on
         let until = self.state.until();
         self.forget();
         match fence {
             Some(fence) if !self.state.is_lost() => {
+                unclaimed.armed = false;
                 let granted = Acquired {
                     id: to,
                     fence,
@@ -269,12 +311,13 @@ impl Hold {
             }
             Some(_) => {
                 // the lease had been lost: do not hand out a hold nobody protected (given
-                // back in the background: the caller learns it was lost at once)
-                give_back(raw, owner, to, false);
+                // back in the background by `unclaimed`: the caller learns it was lost
+                // at once)
                 Err(Error::LockLost)
             }
             None => {
-                self.state.mark_lost();
+                unclaimed.armed = false;
+                self.gone();
                 Err(Error::LockLost)
             }
         }
@@ -305,6 +348,33 @@ fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
             others,
         },
     );
+}
+
+/// The hold a downgrade makes, from the sending of its call until its reply is made a
+/// [`Hold`]: when the call ends otherwise (an error after the function may have run, its
+/// reply lost; a cancelled future; a lease lost meanwhile), it is given back in the
+/// background as an acquire's leftovers are (withdrawn through the lock's lane, after
+/// the downgrade, so that it never overtakes it), followed for up to a lease. Never a
+/// hold on the server that nobody renews or gives back.
+struct Unclaimed {
+    raw: RawLock,
+    owner: Arc<str>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if self.armed {
+            self.raw.give_back_later(
+                self.owner.clone(),
+                GiveBack::Attempt {
+                    id: self.id,
+                    from: None,
+                },
+            );
+        }
+    }
 }
 
 impl Drop for Hold {

@@ -71,8 +71,9 @@ impl HoldState {
         self.converting.load(Ordering::Acquire)
     }
 
-    pub fn mark_lost(&self) {
-        self.lost.send_replace(true);
+    /// Marks the hold lost: true when it was not marked so before.
+    pub fn mark_lost(&self) -> bool {
+        !self.lost.send_replace(true)
     }
 
     /// Lost: a renewal found it gone, or its belief deadline has passed, by the clock

@@ -113,8 +113,10 @@
 //! - **The holder is told first.** A hold counts as lost at `sent + lease - margin` by
 //!   the holder's monotonic clock, `sent` being when the request of its last confirmed
 //!   grant or renewal was sent (the server's deadline, its clock at execution plus the
-//!   lease, is later), by a timer of its own; or as soon as a renewal finds it gone (a
-//!   renewal also runs at once when a slot moves). The margin
+//!   lease, is later), by a timer of its own; or as soon as a renewal, or any call made
+//!   under the hold (a guarded call, a release, a reentrant grant, an upgrade or a
+//!   downgrade), finds it gone: the server's word is final (a renewal also runs at once
+//!   when a slot moves). The margin
 //!   ([`LockConfig::clock_margin`], default a quarter of the lease) covers the server
 //!   clocks' steps and drift. Then [`lost`](Grant::lost) resolves, `is_lost()` is true and
 //!   `release()` returns [`Error::LockLost`]; `is_lost()` and `lost()` read the deadline

@@ -40,15 +40,20 @@ pub enum ReleaseMessage {
         /// Its fence.
         fence: u64,
     },
-    /// `x <holds> <fence>`: an operator broke the lock
+    /// `x <holds> <fence>`, or `x <holds> <fence> <client>`: an operator broke the lock
     /// ([`LockClient::force_release`](crate::LockClient::force_release)): `holds` holds
-    /// were removed and the fence was raised to `fence`. Sent before the message of the
+    /// were removed and the fence was raised to `fence`; with a client name, the holds
+    /// and the places in the queue of that client were
+    /// ([`LockClient::break_client`](crate::LockClient::break_client)), and its waiters
+    /// stop with [`Error::Broken`](crate::Error::Broken). Sent before the message of the
     /// release itself (a hand-off to a queued writer, say), whether or not anyone waits.
     Broken {
         /// How many holds were removed.
         holds: u64,
-        /// The raised fence: every later grant's is above it.
+        /// The raised fence: every later grant's is above it (0: the lock never had one).
         fence: u64,
+        /// The client broken, for a break of one client's holds and places.
+        client: Option<String>,
     },
     /// A payload this version does not read (waiters then look for themselves).
     Unknown(String),
@@ -78,10 +83,18 @@ impl ReleaseMessage {
                         .then_some(ReleaseMessage::HandedOver { owner, hold, fence })
                 });
                 let broken = p.strip_prefix("x ").and_then(|rest| {
-                    let (holds, fence) = rest.split_once(' ')?;
-                    Some(ReleaseMessage::Broken {
-                        holds: holds.parse().ok()?,
-                        fence: fence.parse().ok()?,
+                    let mut parts = rest.split(' ');
+                    let holds = parts.next()?.parse().ok()?;
+                    let fence = parts.next()?.parse().ok()?;
+                    let client = match parts.next() {
+                        None => None,
+                        Some(c) if !c.is_empty() => Some(c.to_string()),
+                        Some(_) => return None,
+                    };
+                    parts.next().is_none().then_some(ReleaseMessage::Broken {
+                        holds,
+                        fence,
+                        client,
                     })
                 });
                 granted
@@ -105,9 +118,21 @@ impl fmt::Display for ReleaseMessage {
                 f,
                 "handed to waiting writer {owner} (hold {hold}, fence {fence})"
             ),
-            ReleaseMessage::Broken { holds, fence } => write!(
+            ReleaseMessage::Broken {
+                holds,
+                fence,
+                client: None,
+            } => write!(
                 f,
                 "broken by an operator: {holds} hold(s) removed, fence raised to {fence}"
+            ),
+            ReleaseMessage::Broken {
+                holds,
+                fence,
+                client: Some(client),
+            } => write!(
+                f,
+                "client {client} broken by an operator: {holds} hold(s) and its places in the queue removed, fence raised to {fence}"
             ),
             ReleaseMessage::Unknown(m) => write!(f, "message {m:?}"),
         }
@@ -134,13 +159,23 @@ mod tests {
             ReleaseMessage::parse("x 2 99"),
             ReleaseMessage::Broken {
                 holds: 2,
-                fence: 99
+                fence: 99,
+                client: None
+            }
+        );
+        assert_eq!(
+            ReleaseMessage::parse("x 0 99 worker-7@host-b"),
+            ReleaseMessage::Broken {
+                holds: 0,
+                fence: 99,
+                client: Some("worker-7@host-b".into())
             }
         );
         for bad in [
             "x",
             "x 1",
-            "x 1 2 3",
+            "x 1 2 ",
+            "x 1 2 a b",
             "x a 2",
             "",
             "g",

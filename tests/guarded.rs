@@ -407,6 +407,37 @@ async fn a_hold_broken_by_force_release_writes_nothing() {
     client.close().await;
 }
 
+/// The server's word is final: a guarded call answered that the hold is gone marks the
+/// guard lost at once (its signal fires, the renewal book lets it go), not a third of a
+/// lease later when the next renewal would find the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_call_that_finds_the_hold_gone_marks_the_guard_lost_at_once() {
+    let cluster = cluster().await;
+    let p = prefix("guarded-gone");
+    let client = client_with(cluster, |c| c.prefix(&p).lease(Duration::from_secs(60))).await;
+    let t = tag();
+    let name = format!("order:{{{t}}}");
+    let status = format!("order:{{{t}}}:status");
+    let w = client.rwlock(&name).unwrap().write().await.unwrap();
+    let signal = w.lost_signal();
+    assert_eq!(client.stats().held, 1);
+    let broken = client.force_release(&name, None).await.unwrap();
+    assert_eq!(broken.holds_removed, 1);
+    let e = w.guarded().set(&status, "late").run().await.unwrap_err();
+    assert!(matches!(e, Error::LockLost), "{e}");
+    assert!(
+        w.is_lost(),
+        "the guard believes it holds after the server said it does not"
+    );
+    tokio::time::timeout(Duration::from_millis(100), w.lost())
+        .await
+        .expect("lost() resolves at once");
+    assert!(signal.is_lost());
+    assert_eq!(client.stats().held, 0, "the renewal book still renews it");
+    assert!(matches!(w.release().await, Err(Error::LockLost)));
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_whose_lease_ran_out_by_the_servers_clock_writes_nothing() {
     let cluster = cluster().await;

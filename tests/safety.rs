@@ -303,6 +303,42 @@ async fn release_with_replies_lost(
     r
 }
 
+/// A downgrade whose reply is lost (it ran on the master; the client gave up within its
+/// command timeout): the read hold it made is given back once the node answers again,
+/// not left held by nobody for a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_whose_reply_was_lost_leaves_no_hold() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("downgrade-lost");
+    let client = connect(&cluster, &p, |c| {
+        c.command_timeout(Duration::from_millis(300))
+            .lease(Duration::from_secs(30))
+    })
+    .await;
+    let lock = client.rwlock("r").unwrap();
+    let g = lock.write().await.unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    cluster
+        .drop_replies(master.index)
+        .await
+        .expect("drop_replies (needs iptables and root)");
+    let r = g.downgrade().await;
+    cluster.restore_replies(master.index).await.unwrap();
+    assert!(r.is_err(), "the downgrade's reply came through: {r:?}");
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match lock.state().await {
+            Ok(s) if s.holders.is_empty() => break,
+            other => assert!(
+                Instant::now() < until,
+                "a hold nobody renews is left: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.close().await;
+}
+
 /// How far the node's wall clock (`TIME`) is from this machine's, in milliseconds.
 async fn clock_offset_ms(node: &Client) -> i64 {
     let now = || {

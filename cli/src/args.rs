@@ -99,6 +99,15 @@ pub struct ExecArgs {
     /// Print the replies as one JSON array.
     #[arg(long)]
     pub json: bool,
+    /// Print the values as they are, one per line, as `redis-cli --raw` does (for
+    /// `v=$(cluster-rwlock exec ...)`): the default when standard output is not a
+    /// terminal.
+    #[arg(long, conflicts_with_all = ["json", "no_raw"])]
+    pub raw: bool,
+    /// Print the replies as `redis-cli` shows them on a terminal (`"text"`,
+    /// `(integer) 9`, `(nil)`), even when standard output is not a terminal.
+    #[arg(long = "no-raw", conflicts_with = "json")]
+    pub no_raw: bool,
     /// The lock's name (its hashtag names the slot the commands' keys must be in).
     pub name: String,
     /// The commands (after `--`), separated by `;` (a word of its own: `\;` in a shell),

@@ -34,6 +34,25 @@ fn shown(r: &Reply) -> String {
     }
 }
 
+/// A reply as `redis-cli --raw` prints one: the value as it is (a nil, an empty line; an
+/// array, its items one per line), each followed by a newline.
+fn raw(r: &Reply, out: &mut Vec<u8>) {
+    match r {
+        Reply::Nil => {}
+        Reply::Integer(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Reply::Bytes(b) => out.extend_from_slice(b),
+        Reply::Array(items) => {
+            for item in items {
+                raw(item, out);
+            }
+            return;
+        }
+        Reply::Error(e) => out.extend_from_slice(e.as_bytes()),
+        _ => {}
+    }
+    out.push(b'\n');
+}
+
 fn as_json(r: &Reply) -> Json {
     match r {
         Reply::Nil => Json::Null,
@@ -90,8 +109,15 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         }
         Err(e) => return fail("the guarded commands", &e),
     };
+    let raw_out = a.raw || (!a.no_raw && !std::io::IsTerminal::is_terminal(&std::io::stdout()));
     if a.json {
         say!("{}", Json::Array(replies.iter().map(as_json).collect()));
+    } else if raw_out {
+        let mut out = Vec::new();
+        for r in &replies {
+            raw(r, &mut out);
+        }
+        crate::shown::bytes(&out);
     } else {
         for r in &replies {
             say!("{}", shown(r));
@@ -131,5 +157,16 @@ mod tests {
             "1) (integer) 1\n2) (nil)"
         );
         assert_eq!(as_json(&Reply::Error("x".into())), json!({"error": "x"}));
+        let mut out = Vec::new();
+        for r in [
+            Reply::Integer(9),
+            Reply::Bytes(b"a b\xff".to_vec()),
+            Reply::Nil,
+            Reply::Array(vec![Reply::Integer(1), Reply::Bytes(b"x".to_vec())]),
+            Reply::Array(vec![]),
+        ] {
+            raw(&r, &mut out);
+        }
+        assert_eq!(out, b"9\na b\xff\n\n1\nx\n");
     }
 }

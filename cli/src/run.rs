@@ -65,7 +65,8 @@ fn spawn(a: &RunArgs, lock: &RwLock, guard: &Guard) -> Result<Child, i32> {
         .args(args)
         .env("CLUSTER_RWLOCK_FENCE", guard.fence().to_string())
         .env("CLUSTER_RWLOCK_KEY", lock.key())
-        .env("CLUSTER_RWLOCK_NAME", &a.name)
+        // not CLUSTER_RWLOCK_NAME: that is the client name a `run` inside it would take
+        .env("CLUSTER_RWLOCK_LOCK", &a.name)
         .env(
             "CLUSTER_RWLOCK_MODE",
             if a.write { "write" } else { "read" },

@@ -65,6 +65,20 @@ pub fn line(text: impl Display) {
     }
 }
 
+/// Writes `bytes` to standard output as they are, as [`line`] writes a line (the same
+/// exits on a closed pipe or a write error).
+pub fn bytes(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let written = out.write_all(bytes).and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "cluster-rwlock: cannot write: {e}");
+        std::process::exit(74);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::escaped;

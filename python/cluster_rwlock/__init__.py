@@ -366,7 +366,8 @@ class RwLock(_LockBase):
     is a context manager: ``with lock.write(timeout=5) as w: ...``. ``timeout=None``
     waits until granted. Raises :class:`Timeout`, :class:`NotReplicated`,
     :class:`Unavailable` (all retryable), :class:`UpgradeDeadlock` (``write`` while this
-    handle's owner holds read)."""
+    handle's owner holds read), :class:`Broken` (an operator broke this client on the
+    lock while it waited)."""
 
     def read(self, timeout: Optional[float] = None) -> "Guard":
         """A read hold: shared with other readers."""

@@ -13,6 +13,7 @@ __all__ = [
     "LockError",
     "Timeout",
     "LockLost",
+    "Broken",
     "Unavailable",
     "NotReplicated",
     "UpgradeDeadlock",
@@ -50,6 +51,15 @@ class LockLost(LockError):
     was broken, or a failover lost it): another owner may hold the lock now. Work done
     under the hold must be treated as possibly overlapping; a fenced resource refuses its
     late writes."""
+
+
+class Broken(LockError):
+    """An operator broke this client (``client``, its name) on the lock while an acquire
+    waited (``cluster-rwlock break --client``): its holds and its places in the queue were
+    removed, and the acquire stops rather than queue again at the tail. Not retryable:
+    the operator meant the client to stop."""
+
+    client: str
 
 
 class Unavailable(LockError, ConnectionError):

@@ -12,6 +12,7 @@ fn class_of(e: &Error) -> &'static str {
     match e {
         Error::Timeout(_) => "Timeout",
         Error::LockLost => "LockLost",
+        Error::Broken { .. } => "Broken",
         Error::UpgradeDeadlock => "UpgradeDeadlock",
         Error::NotReplicated { .. } | Error::WriteNotReplicated { .. } => "NotReplicated",
         Error::InvalidName(_) => "InvalidName",
@@ -58,6 +59,7 @@ fn details<'py>(py: Python<'py>, e: &Error) -> PyResult<Bound<'py, PyDict>> {
             d.set_item("silent", silent)?;
         }
         Error::ConditionFailed { index } => d.set_item("index", index)?,
+        Error::Broken { client } => d.set_item("client", client)?,
         Error::CommandFailed {
             index,
             command,

@@ -33,11 +33,13 @@ const CLAIM_SLACK: Duration = Duration::from_millis(50);
 const SHORT_BEFORE: Duration = Duration::from_secs(1);
 
 /// What a timeout bounds: the wait for the lock, not the first attempt. However short
-/// the timeout (zero too), the first attempt (subscribing, the call, its confirmation)
-/// is made in full, within this long at least: zero means one attempt now, as `try_*`,
-/// and a grant won in time is never thrown away because its round trip outlasted the
-/// timeout. It is still short enough that a `*_timeout` call returns soon while the
-/// slot's master hangs.
+/// the timeout (zero too), the first attempt is made, and in full: the subscription to
+/// the lock's messages is waited for until the deadline, or this long if later (the
+/// attempt then goes without it: the deadline has passed, so a refusal ends the wait,
+/// and no release can go unheard), then the call and its confirmation get this long at
+/// least. Zero means one attempt now, as `try_*`, and a grant won in time
+/// is never thrown away because its round trip outlasted the timeout. It is still short
+/// enough that a `*_timeout` call returns soon while the slot's master hangs.
 pub(crate) const FIRST_ATTEMPT: Duration = Duration::from_millis(100);
 
 /// What an attempt asks for.
@@ -340,10 +342,19 @@ async fn wait_loop<L: Seam>(
     loop {
         if sub.is_none() {
             if let Some(join) = lock.join() {
-                let Some(joined) = within(attempt_deadline, join).await else {
-                    give_up!();
-                };
-                sub = Some(joined);
+                // a join that outlasts the first attempt's time does not stop it: the
+                // attempt goes without a subscription. The caller's deadline has then
+                // passed (the join had until then at least), so a refusal ends the wait
+                // and no release can go unheard
+                match within(attempt_deadline, join).await {
+                    Some(joined) => sub = Some(joined),
+                    None if *attempts == 0 => {}
+                    None => give_up!(),
+                }
+                if *attempts == 0 {
+                    // the first attempt's call is made in full whatever the join took
+                    attempt_deadline = deadline.map(|d| d.max(Instant::now() + FIRST_ATTEMPT));
+                }
             }
         }
         leftovers.armed = true;
@@ -455,6 +466,13 @@ async fn wait_loop<L: Seam>(
                         _ = tokio::time::sleep_until(until) => break None,
                     }
                 };
+                // an operator broke this waiter's client: its place went, and it stops
+                // rather than take a new one at the tail
+                if let Some(client) = woken.as_ref().and_then(|w| w.broke(&owner)) {
+                    return Err(Error::Broken {
+                        client: client.to_string(),
+                    });
+                }
                 // a message that concerns this waiter: its next attempt may well be a grant
                 expect_busy &= woken.is_none();
                 if let Some(Wake::Granted { id: handed, .. }) = woken {

@@ -33,6 +33,8 @@ struct State {
     wakes: Option<broadcast::Sender<Wake>>,
     /// Marked contended (the client's memory of it, without its time window).
     contended: AtomicBool,
+    /// How long a join takes to subscribe (messages sent before are not heard).
+    join_delay: Mutex<Duration>,
 }
 
 #[derive(Clone)]
@@ -47,6 +49,7 @@ impl Fake {
             calls: Mutex::new(Vec::new()),
             wakes: notifications.then(|| broadcast::channel(16).0),
             contended: AtomicBool::new(false),
+            join_delay: Mutex::new(Duration::ZERO),
         }))
     }
 
@@ -117,8 +120,14 @@ impl Seam for Fake {
         true
     }
     fn join(&self) -> Option<impl Future<Output = FakeWakes> + Send + '_> {
-        let rx = self.0.wakes.as_ref().map(|tx| tx.subscribe());
-        rx.map(|rx| async move { FakeWakes(rx) })
+        let delay = *self.0.join_delay.lock().unwrap();
+        self.0.wakes.as_ref().map(|tx| {
+            let tx = tx.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                FakeWakes(tx.subscribe())
+            }
+        })
     }
     fn acquire<'a>(
         &'a self,
@@ -679,6 +688,49 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     assert_eq!(
         lock.calls().last(),
         Some(&Call::Withdraw { id: 1, from: None })
+    );
+}
+
+/// A subscription slow to be made does not cost the first attempt: a free lock is
+/// granted however short the timeout.
+#[tokio::test(start_paused = true)]
+async fn the_first_attempt_does_not_wait_for_a_slow_subscription() {
+    for timeout in [Duration::ZERO, Duration::from_millis(1)] {
+        let lock = Fake::new(true, vec![granted(7)]);
+        *lock.0.join_delay.lock().unwrap() = Duration::from_secs(1);
+        let began = Instant::now();
+        let g = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), Some(timeout)).await;
+        assert_eq!(g.expect("a free lock is granted").fence, 7);
+        assert_eq!(began.elapsed(), FIRST_ATTEMPT);
+    }
+}
+
+/// Refused while its subscription is still being made, a waiter's time is up (the join
+/// had until the deadline): it gives up after its one attempt, and leaves the queue.
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_refused_before_the_subscription_ends_the_wait() {
+    let lock = Fake::new(true, vec![busy(60_000)]);
+    *lock.0.join_delay.lock().unwrap() = Duration::from_secs(1);
+    let began = Instant::now();
+    let r = wait(
+        &lock,
+        OWNER.into(),
+        Ask::Hold(Mode::Write),
+        Some(Duration::from_millis(50)),
+    )
+    .await;
+    assert!(matches!(r, Err(Error::Timeout(_))), "{r:?}");
+    assert_eq!(began.elapsed(), FIRST_ATTEMPT);
+    settle().await;
+    assert_eq!(
+        lock.calls(),
+        [
+            Call::Acquire {
+                id: 1,
+                intent: Intent::Wait
+            },
+            Call::Withdraw { id: 1, from: None }
+        ]
     );
 }
 

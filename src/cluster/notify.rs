@@ -35,6 +35,9 @@ pub(crate) enum Wake {
     /// The lock was handed to the queued writer with this owner token, as the hold with
     /// this id and fence.
     Granted { owner: String, id: u64, fence: u64 },
+    /// An operator broke the client of this name (its holds and places went): its
+    /// waiters stop; the others look again.
+    Broken { client: String },
 }
 
 impl Wake {
@@ -47,8 +50,23 @@ impl Wake {
                 id: hold,
                 fence,
             },
+            Heard::Message(ReleaseMessage::Broken {
+                client: Some(client),
+                ..
+            }) => Wake::Broken { client },
             // free, broken, unreadable, or a gap: let everyone look for themselves
             _ => Wake::Anyone,
+        }
+    }
+
+    /// The client name an operator broke, when it is `owner`'s (an owner token a client
+    /// of that name made): a waiter under `owner` lost its place and stops.
+    pub fn broke(&self, owner: &str) -> Option<&str> {
+        match self {
+            Wake::Broken { client } => {
+                (crate::lock::client_name_of(owner) == Some(client.as_str())).then_some(client)
+            }
+            _ => None,
         }
     }
 
@@ -61,7 +79,7 @@ impl Wake {
     /// has been granted the lock).
     pub fn concerns(&self, write: bool, owner: &str) -> bool {
         match self {
-            Wake::Anyone => true,
+            Wake::Anyone | Wake::Broken { .. } => true,
             Wake::Readers => !write,
             Wake::Granted { owner: o, .. } => write && o == owner,
         }
@@ -434,6 +452,16 @@ mod tests {
     fn release_messages_are_parsed_in_one_place() {
         assert!(matches!(Wake::parse("r"), Wake::Readers));
         assert!(matches!(Wake::parse("*"), Wake::Anyone));
+        let random = "c734d57db2c34e179d1065b595a90956";
+        let broke = Wake::parse("x 1 9 w7@b");
+        assert!(broke.concerns(true, "job-17") && broke.concerns(false, "job-17"));
+        assert_eq!(broke.broke(&format!("w7@b/{random}:3")), Some("w7@b"));
+        assert_eq!(broke.broke(&format!("w8@b/{random}:3")), None);
+        assert_eq!(broke.broke("w7@b"), None);
+        assert_eq!(
+            Wake::parse("x 1 9").broke(&format!("w7@b/{random}:3")),
+            None
+        );
         match Wake::parse("g job-17 5 123") {
             Wake::Granted { owner, id, fence } => {
                 assert_eq!((owner.as_str(), id, fence), ("job-17", 5, 123))

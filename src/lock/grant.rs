@@ -75,8 +75,10 @@ impl Grant {
         self.hold.mode()
     }
 
-    /// Whether the lease was lost: a renewal found the hold gone, or none succeeded
-    /// for a whole lease. Another owner may hold the lock now.
+    /// Whether the lease was lost: a renewal, or a call made under this guard (a guarded
+    /// call, [`read_again`](Self::read_again), an upgrade or a downgrade), found the hold
+    /// gone, or no renewal succeeded for a whole lease. Another owner may hold the lock
+    /// now.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
@@ -340,13 +342,16 @@ impl WriteGuard {
     /// between, and readers may join. The read hold gets a new fence.
     ///
     /// # Cancel safety
-    /// If the future is dropped, the write hold is released (in the background); a read
-    /// hold that was already made expires after its lease.
+    /// If the future is dropped, the write hold is released, and the read hold, if the
+    /// call had made it already, is given back too (both in the background): nothing is
+    /// left on the server that nobody renews or gives back.
     ///
     /// # Errors
     /// [`Error::LockLost`] when the lease had been lost; [`Error::Unavailable`] or
     /// [`Error::Connection`] when the lock's master cannot be reached in time (the write hold
-    /// is then released).
+    /// is then released; when the call ran on the server and only its reply was lost, the
+    /// read hold it made is given back as well, in the background, after the call on the
+    /// same connection).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {

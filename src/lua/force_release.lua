@@ -1,10 +1,12 @@
 -- force_release.lua: an operator breaks a stuck lock: every hold goes (or every hold of
 -- one owner, or of one client: its holds AND its places in the queue), the channel says
--- so ('x <holds removed> <raised fence>'), the waiters are told as by a release (the
+-- so ('x <holds removed> <raised fence>', and ' <client name>' after it when a client
+-- was broken: its waiters, whose places went, learn that they were broken and stop,
+-- rather than take a new place at the tail), the waiters are told as by a release (the
 -- first queued writer is handed the lock), and the fence is raised, so that the next
 -- grant's fence is above every fence the broken holders had: a resource that checks
 -- fences refuses their late writes once the next holder has written. The broken holders
--- learn it at their next renewal. O(n) in the owners: an operator's tool, not for the
+-- learn it at their next renewal (or their next call under the hold). O(n) in the owners: an operator's tool, not for the
 -- hot path.
 --
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
@@ -74,9 +76,15 @@ local function force_release(KEYS, ARGV)
   local raised = fence
   -- said on the channel before the message of the release itself (published by finish),
   -- whether or not anyone waits: those who watch the lock see it was broken, and by which
-  -- fence; a waiter takes it for "look again"
-  if removed > 0 and PUBLISH ~= '' then
-    redis.call(PUBLISH, key .. ':released', 'x ' .. fmt(removed) .. ' ' .. fmt(raised))
+  -- fence; a waiter takes it for "look again", but a waiter of a broken client (whose
+  -- place went: said even when only places went) for "stop". A client name has no
+  -- whitespace, so the message stays four words; a reader that knows only three takes
+  -- it for a message it does not read, which is "look again" too. '0' for a lock that
+  -- never had a fence (every grant's is above it)
+  if (removed > 0 or places > 0) and PUBLISH ~= '' then
+    local said = 'x ' .. fmt(removed) .. ' ' .. fmt(raised or 0)
+    if by_client then said = said .. ' ' .. only end
+    redis.call(PUBLISH, key .. ':released', said)
   end
   finish()
   return {1, removed, opt(raised), places}

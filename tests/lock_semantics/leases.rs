@@ -341,6 +341,16 @@ async fn breaking_a_client_removes_its_holds_and_its_places_in_the_queue() {
         .unwrap();
     assert_eq!((broken.holds_removed, broken.places_removed), (1, 1));
     assert!(broken.fence.unwrap() > w.fence());
+    // the stuck client's waiter lost its place: it stops, told it was broken, rather
+    // than take a new place at the tail
+    let late = tokio::time::timeout(Duration::from_secs(1), stuck_waiter)
+        .await
+        .expect("the broken client's waiter stops at once")
+        .unwrap();
+    match late {
+        Err(Error::Broken { client }) => assert_eq!(client, "stuck@host-a"),
+        other => panic!("the broken client's waiter: {other:?}"),
+    }
     let g = tokio::time::timeout(Duration::from_secs(2), other_waiter)
         .await
         .expect("the other client's waiter is granted at once")
@@ -351,9 +361,6 @@ async fn breaking_a_client_removes_its_holds_and_its_places_in_the_queue() {
         .await
         .expect("the broken holder is told");
     g.release().await.unwrap();
-    // the stuck client's waiter, if it still runs, takes a new place at the tail
-    let late = stuck_waiter.await.unwrap().unwrap();
-    late.release().await.unwrap();
     drop(w);
     // a name no client may have is refused; nothing of this client: nothing removed
     assert!(matches!(

@@ -219,3 +219,30 @@ async fn writers_back_to_back_do_not_starve_a_reader() {
     );
     assert_no_keys(cluster, &p).await;
 }
+
+/// A first attempt is always made: a fresh client (no subscription yet, not even a
+/// subscriber connection) asking with a zero or 1 ms timeout for free locks whose
+/// channels it never subscribed is granted each of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_timeout_on_a_free_lock_never_subscribed_is_granted() {
+    let cluster = cluster().await;
+    let p = prefix("first-attempt");
+    for round in 0..3 {
+        let fresh = client(cluster, &p).await;
+        for i in 0..8 {
+            let lock = fresh.rwlock(&format!("free-{round}-{i}")).unwrap();
+            let timeout = if i % 2 == 0 {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(1)
+            };
+            let g = lock
+                .write_timeout(timeout)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}, lock {i}: {e}"));
+            g.release().await.unwrap();
+        }
+        fresh.close().await;
+    }
+    assert_no_keys(cluster, &p).await;
+}

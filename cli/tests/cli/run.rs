@@ -17,7 +17,7 @@ async fn run_hands_the_fence_to_the_command_and_returns_its_status() {
     let dir = std::env::temp_dir().join(format!("{prefix}-env"));
     let mut cmd = cli(cluster, &prefix);
     cmd.args(["run", "--write", "job:{7}", "--", "sh", "-c"]).arg(format!(
-        "echo \"$CLUSTER_RWLOCK_FENCE $CLUSTER_RWLOCK_KEY $CLUSTER_RWLOCK_NAME $CLUSTER_RWLOCK_MODE\" > {}; exit 7",
+        "echo \"$CLUSTER_RWLOCK_FENCE $CLUSTER_RWLOCK_KEY $CLUSTER_RWLOCK_LOCK $CLUSTER_RWLOCK_MODE\" > {}; exit 7",
         dir.display()
     ));
     let out = output(cmd).await;
@@ -196,9 +196,10 @@ async fn exec_runs_guarded_commands_under_the_lock() {
         format!("stock:{{{tag}}}"),
     );
     let mut cmd = cli(cluster, &prefix);
-    cmd.args(["exec", "--write", &name, "--"]).args([
-        "SET", &status, "paid", ";", "HINCRBY", &stock, "n", "-1", ";", "GET", &status,
-    ]);
+    cmd.args(["exec", "--write", "--no-raw", &name, "--"])
+        .args([
+            "SET", &status, "paid", ";", "HINCRBY", &stock, "n", "-1", ";", "GET", &status,
+        ]);
     let out = output(cmd).await;
     assert!(out.status.success(), "stderr: {}", text(&out.stderr));
     assert_eq!(
@@ -207,6 +208,18 @@ async fn exec_runs_guarded_commands_under_the_lock() {
         "{}",
         text(&out.stderr)
     );
+    // captured (not a terminal): the values as they are, one per line, as
+    // `redis-cli --raw` prints them, for `v=$(cluster-rwlock exec ...)`; `--raw` says so
+    for flag in [None, Some("--raw")] {
+        let mut cmd = cli(cluster, &prefix);
+        cmd.args(["exec", "--read"])
+            .args(flag)
+            .args([&name, "--", "GET", &status, ";", "HGET", &stock, "n", ";"])
+            .args(["GET", &format!("missing:{{{tag}}}"), ";", "EXISTS", &status]);
+        let out = output(cmd).await;
+        assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "paid\n-1\n\n1\n", "{flag:?}");
+    }
     // the lock was released: a library writer gets it at once
     let client = client(cluster, &prefix).await;
     let w = client.rwlock(&name).unwrap().try_write().await.unwrap();
@@ -285,9 +298,10 @@ async fn exec_runs_guarded_commands_under_the_lock() {
         .await
         .unwrap();
     let mut cmd = cli(cluster, &prefix);
-    cmd.args(["exec", "--write", &name, "--"]).args([
-        "SET", &status, "packed", ";", "INCR", &big, ";", "SET", &status, "shipped",
-    ]);
+    cmd.args(["exec", "--write", "--no-raw", &name, "--"])
+        .args([
+            "SET", &status, "packed", ";", "INCR", &big, ";", "SET", &status, "shipped",
+        ]);
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(65), "{}", text(&out.stderr));
     let said = text(&out.stderr);
@@ -297,5 +311,53 @@ async fn exec_runs_guarded_commands_under_the_lock() {
     );
     let left: Option<String> = client.redis().get(&status).await.unwrap();
     assert_eq!(left, before, "the SET before the overflow was undone");
+    client.close().await;
+}
+
+/// A `run` inside a `run`: the inner one is told its own lock's name, and takes its client
+/// name from `--name` or `CLUSTER_RWLOCK_NAME` as any `run` does, never the outer lock's
+/// name (which the outer `run` hands on as `CLUSTER_RWLOCK_LOCK`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_run_keeps_its_own_client_name() {
+    let cluster = cluster().await;
+    let prefix = prefix("cli-nested");
+    let seen = std::env::temp_dir().join(format!("{prefix}-nested"));
+    let _ = std::fs::remove_file(&seen);
+    let mut cmd = cli(cluster, &prefix);
+    cmd.env_remove("CLUSTER_RWLOCK_NAME")
+        .args([
+            "run",
+            "--write",
+            "outer:{5}",
+            "--",
+            BIN,
+            "--prefix",
+            &prefix,
+        ])
+        .args(["run", "--write", "inner:{5}", "--", "sh", "-c"])
+        .arg(format!(
+            "echo \"$CLUSTER_RWLOCK_LOCK\" > {}.tmp; mv {0}.tmp {0}; sleep 3",
+            seen.display()
+        ));
+    let child = tokio::spawn(output(cmd));
+    let client = client(cluster, &prefix).await;
+    let until = Instant::now() + Duration::from_secs(20);
+    while !seen.exists() {
+        assert!(Instant::now() < until, "the inner command never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let told = std::fs::read_to_string(&seen).unwrap();
+    let _ = std::fs::remove_file(&seen);
+    assert_eq!(told.trim(), "inner:{5}");
+    let state = client.rwlock("inner:{5}").unwrap().state().await.unwrap();
+    let names: Vec<Option<&str>> = state.holders.iter().map(|h| h.client_name()).collect();
+    assert_eq!(names.len(), 1, "{state:?}");
+    assert_ne!(
+        names[0],
+        Some("outer:{5}"),
+        "the outer lock's name taken as a client name"
+    );
+    let out = child.await.unwrap();
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
     client.close().await;
 }
