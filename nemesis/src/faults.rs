@@ -10,13 +10,13 @@
 //! lane is doing.
 //!
 //! One kind acts on the clients, not the nodes: `waiter_kill`, a worker process killed
-//! (SIGKILL) while a write of it waits for a lock (not while it holds one). The workers
-//! kill themselves, at times the controller draws (see `kill_plan` in `main.rs`): a task
-//! of the worker due to die waits for write on a name someone else holds, or queues a
-//! write behind a hold of its own, and the process dies while that write waits; the
-//! controller records a `client_kill` and starts another worker in its place. A writer
-//! that dies while queued may then be handed the lock: the claim window bounds how long
-//! those behind it wait (the checker's `handed_to_dead`).
+//! (SIGKILL) while a write of it waits for a lock. The workers kill themselves, at times
+//! the controller draws (see `kill_plan` in `main.rs`): a task of the worker due to die
+//! waits for write on a random name, behind whoever holds it, or queues a write behind a
+//! hold of its own, and the process dies while that write waits; the controller records
+//! a `client_kill` and starts another worker in its place. A writer that dies while
+//! queued may then be handed the lock: the claim window bounds how long those behind
+//! it wait (the checker's `handed_to_dead`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
