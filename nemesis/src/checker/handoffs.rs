@@ -21,7 +21,13 @@
 //!   nobody else waited (nothing calls the lock then, and reading does not prune);
 //! - a node's clock stepped back (`skew`, at most 2 s) while the hand-off was pending
 //!   makes the window longer by the step: a span with a skew's start or end in it is
-//!   allowed [`SKEW_STEP_NS`] more.
+//!   allowed [`SKEW_STEP_NS`] more;
+//! - while a fault of the nodes is on, and [`AFTER_FAULT_NS`] after it healed, the
+//!   observer may reach the name's master before the waiters do (a replica promoted with
+//!   a hand-off whose window passed long ago is read at once, while the workers' clients
+//!   still look for the slot's new master): a span that overlaps such a time is allowed
+//!   [`FAULT_GRACE_NS`] more, the time a fresh client is given to take a name after the
+//!   faults healed (the checks after the run).
 //!
 //! The figures (hand-offs to dead owners seen, the longest span) show the rule is not
 //! vacuous.
@@ -40,7 +46,14 @@ pub const SLACK_NS: u64 = 1_000_000_000;
 /// Observations further apart than this are not one run (the observer reads every
 /// 100 ms; a read gives up after 250 ms).
 pub const POLL_GAP_NS: u64 = 500_000_000;
-/// The limit of a hand-off's span without a clock step, seconds (for the table).
+/// How long after a fault of the nodes healed the clients may still be finding the
+/// slot's master.
+pub const AFTER_FAULT_NS: u64 = 5_000_000_000;
+/// What a span that overlaps a fault of the nodes is allowed more.
+pub const FAULT_GRACE_NS: u64 = 10_000_000_000;
+/// The faults that are not of the nodes' reachability.
+const NOT_NODE_FAULTS: [&str; 4] = ["skew", "client_kill", "pause_client", "not_healed"];
+/// The limit of a hand-off's span without a clock step or a fault of the nodes, seconds (for the table).
 pub const HANDED_LIMIT_S: f64 = (CLAIM_WINDOW_NS + SLACK_NS) as f64 / 1e9;
 /// The largest step of a node's clock the `skew` fault makes.
 pub const SKEW_STEP_NS: u64 = 2_000_000_000;
@@ -126,7 +139,13 @@ pub(super) fn handoffs(events: &[Event], t0: u64, faults: &[Fault<'_>], v: &mut 
                     .iter()
                     .any(|t| *t + CLAIM_WINDOW_NS >= from && *t <= to)
         });
-        let limit = CLAIM_WINDOW_NS + SLACK_NS + if stepped { SKEW_STEP_NS } else { 0 };
+        let faulted = faults.iter().any(|f| {
+            !NOT_NODE_FAULTS.contains(&f.kind) && f.start <= to && f.end + AFTER_FAULT_NS >= from
+        });
+        let limit = CLAIM_WINDOW_NS
+            + SLACK_NS
+            + if stepped { SKEW_STEP_NS } else { 0 }
+            + if faulted { FAULT_GRACE_NS } else { 0 };
         if span > limit {
             v.handed_to_dead.add(|| {
                 format!(
