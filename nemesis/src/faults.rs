@@ -8,6 +8,15 @@
 //! master and that master frozen until one of its two replicas is elected) and waits
 //! until the cluster is whole again; the clock lane skews one node's clock now and then, whatever the main
 //! lane is doing.
+//!
+//! One kind acts on the clients, not the nodes: `waiter_kill`, a worker process killed
+//! (SIGKILL) while a write of it waits for a lock. The workers kill themselves, at times
+//! the controller draws (see `kill_plan` in `main.rs`): a task of the worker due to die
+//! waits for write on a random name, behind whoever holds it, or queues a write behind a
+//! hold of its own, and the process dies while that write waits; the controller records
+//! a `client_kill` and starts another worker in its place. A writer that dies while
+//! queued may then be handed the lock: the claim window bounds how long those behind
+//! it wait (the checker's `handed_to_dead`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +28,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::history::{now, Event};
 
 /// Every fault kind, by the name `--faults` takes.
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     "kill",
     "freeze_short",
     "freeze_long",
@@ -33,7 +42,11 @@ pub const KINDS: [&str; 13] = [
     "replica_move",
     "skew",
     "pause_client",
+    "waiter_kill",
 ];
+
+/// The kinds the main lane does not take: the clock lane's, and the workers' own deaths.
+const NOT_MAIN_LANE: [&str; 2] = ["skew", "waiter_kill"];
 
 /// How long `promote_thaw` waits, at most, for the frozen master's replica to take over.
 const PROMOTION_LIMIT: Duration = Duration::from_secs(15);
@@ -74,6 +87,7 @@ impl Nemesis {
                 start,
                 end: now(),
                 error,
+                pid: None,
             });
     }
 
@@ -149,7 +163,7 @@ impl Nemesis {
         let kinds: Vec<&str> = KINDS
             .iter()
             .copied()
-            .filter(|k| *k != "skew" && self.enabled(k))
+            .filter(|k| !NOT_MAIN_LANE.contains(k) && self.enabled(k))
             .collect();
         if kinds.is_empty() {
             return;

@@ -151,11 +151,12 @@ pub enum Event {
         accepted: bool,
     },
     /// A fault of the nemesis, from its start to its heal; or a worker killed while a
-    /// write of it was queued (`client_kill`), from its death to its replacement's start.
+    /// write of it waited (`client_kill`), from its death to its replacement's start.
     Fault {
         /// Kind: `kill`, `freeze_short`, `freeze_long`, `repl_lag`, `promote_thaw`,
         /// `partition`, `isolate`, `skew`, `slot_move`, `migration_stall`, `failover`,
-        /// `pause_client`, `client_kill`, `not_healed`.
+        /// `pause_client`, `client_kill` (the `waiter_kill` kind's deaths, or
+        /// `--queued-kills`'), `not_healed`.
         kind: String,
         /// What it acted on (`node 7001`, `slot 1234 7000->7002`, ...).
         target: String,
@@ -165,6 +166,25 @@ pub enum Event {
         end: u64,
         /// Error of the fault's own commands, if any.
         error: Option<String>,
+        /// For a `client_kill`: the pid of the worker killed (its client name, and so
+        /// its owner tokens, begin with it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+    },
+    /// A hand-off the controller saw pending on the server (it reads each name's hash
+    /// every 100 ms or so while the run lasts): a writer's place below the queue's head
+    /// whose owner holds the write hold of the place's id, not taken yet.
+    Handoff {
+        /// Lock name.
+        name: String,
+        /// The owner token the lock was handed to.
+        owner: String,
+        /// The hold id of the handed hold.
+        hold: String,
+        /// When the controller read it.
+        at: u64,
+        /// Whether anyone else waited then (the queue's head below its tail).
+        waiting: bool,
     },
     /// A guarded write under a write hold: `RPUSH` of `entry` to the name's guarded log,
     /// in one script with the check that the hold is on the server

@@ -11,7 +11,7 @@
 //!
 //! Exit status: 0 when no violation was found, 1 when some were, 2 when the run itself
 //! failed (the cluster did not start or heal, a worker crashed; a worker killed on purpose
-//! while queued is replaced, not a failure). With `--expect KIND` the
+//! while a write of it waited is replaced, not a failure). With `--expect KIND` the
 //! run is a test of the checker: 0 when it found violations of that kind, 1 when not.
 
 mod after;
@@ -19,6 +19,7 @@ mod checker;
 mod faults;
 mod guard;
 mod history;
+mod observer;
 mod report;
 mod resource;
 mod workload;
@@ -27,7 +28,7 @@ use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,12 +108,13 @@ struct RunArgs {
     long_hold_ms: Option<u64>,
     /// Fault kinds, comma-separated, `all` (every kind but `pause_client`) or `none`:
     /// kill, freeze_short, freeze_long, repl_lag, promote_thaw, partition, isolate,
-    /// slot_move, migration_stall, failover, replica_move, skew, pause_client.
+    /// slot_move, migration_stall, failover, replica_move, skew, pause_client,
+    /// waiter_kill.
     #[arg(long, default_value = "all")]
     faults: String,
-    /// Worker processes killed (SIGKILL) while a write of theirs waits in a queue, over
-    /// the run, each replaced by a new worker (default: one per 30 s of run; none in the
-    /// last lease and 10 s).
+    /// Worker processes killed (SIGKILL) while a write of theirs waits, over the run,
+    /// each replaced by a new worker (default: one per 10 s of run with the `waiter_kill`
+    /// fault, none without; none in the last lease and 10 s).
     #[arg(long)]
     queued_kills: Option<u32>,
     /// The resource accepts every access (no fence check): the checker must then report
@@ -302,6 +304,22 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         .iter()
         .filter_map(|n| client.rwlock(n).ok().map(|l| l.slot()))
         .collect();
+    // every pending hand-off, seen while the run lasts (the checker's handed_to_dead)
+    let keys: Vec<(String, String)> = names
+        .iter()
+        .filter_map(|n| {
+            client
+                .rwlock(n)
+                .ok()
+                .map(|l| (n.clone(), l.key().to_string()))
+        })
+        .collect();
+    let stop_observer = Arc::new(AtomicBool::new(false));
+    let observer = tokio::spawn(observer::observe(
+        client.clone(),
+        keys,
+        stop_observer.clone(),
+    ));
     let resource = resource::Resource::start(args.broken_fence)
         .await
         .map_err(|e| format!("resource: {e}"))?;
@@ -339,7 +357,8 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         log: log.clone(),
         deadline: until + (args.lease_ms * 2 + 60_000) * 1_000_000,
     });
-    let mut kills = kill_plan(args, t0, until);
+    let waiter_kills = kinds.iter().any(|k| k == "waiter_kill");
+    let mut kills = kill_plan(args, waiter_kills, t0, until);
     let mut supervisors = Vec::new();
     for proc in 0..args.workers {
         let first = workers.spawn(proc, kills[proc as usize].front().copied())?;
@@ -376,7 +395,14 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
             Err(e) => failures.push(format!("worker {proc}'s supervisor: {e}")),
         }
     }
-    let mut events: Vec<Event> = Vec::new();
+    stop_observer.store(true, Ordering::SeqCst);
+    let mut events: Vec<Event> = match observer.await {
+        Ok(seen) => seen,
+        Err(e) => {
+            failures.push(format!("the hand-off observer: {e}"));
+            Vec::new()
+        }
+    };
     if let Err(e) = cluster.wait_ready(Duration::from_secs(60)).await {
         failures.push(format!("the cluster did not heal: {e}"));
     }
@@ -430,12 +456,14 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     Ok(verdict)
 }
 
-/// When the workers kill themselves while queued (`--queued-kills`): times drawn in
-/// `[t0 + 5 s, until - lease - 10 s]`, each given to a random worker; per worker, in
-/// order (the worker started in place of a killed one gets the next).
-fn kill_plan(args: &RunArgs, t0: u64, until: u64) -> Vec<VecDeque<u64>> {
+/// When the workers kill themselves while a write of theirs waits (`waiter_kill`, or
+/// `--queued-kills`): times drawn in `[t0 + 5 s, until - lease - 10 s]`, each given to a
+/// random worker; per worker, in order (the worker started in place of a killed one gets
+/// the next).
+fn kill_plan(args: &RunArgs, waiter_kills: bool, t0: u64, until: u64) -> Vec<VecDeque<u64>> {
     let mut plan = vec![VecDeque::new(); args.workers as usize];
-    let count = args.queued_kills.unwrap_or((args.duration / 30) as u32);
+    let default = if waiter_kills { args.duration / 10 } else { 0 };
+    let count = args.queued_kills.unwrap_or(default as u32);
     let (lo, hi) = (
         t0 + 5_000_000_000,
         until.saturating_sub((args.lease_ms + 10_000) * 1_000_000),
@@ -455,7 +483,7 @@ fn kill_plan(args: &RunArgs, t0: u64, until: u64) -> Vec<VecDeque<u64>> {
 }
 
 /// The worker processes: started, and replaced under a new number when one was killed on
-/// purpose while queued.
+/// purpose while a write of it waited.
 struct Workers {
     exe: PathBuf,
     /// Every worker's spec but its number, seed, kill time and history file.
@@ -515,7 +543,7 @@ impl Workers {
     }
 
     /// Waits for worker `proc` (started as `child`) to end; one that was killed on
-    /// purpose while queued (SIGKILL, after its kill time) is replaced by a new worker
+    /// purpose while a write of it waited (SIGKILL, after its kill time) is replaced by a new worker
     /// with the next kill time of `plan`, and recorded as a `client_kill`.
     async fn supervise(
         self: Arc<Self>,
@@ -556,11 +584,12 @@ impl Workers {
                 .push(Event::Fault {
                     kind: "client_kill".into(),
                     target: format!(
-                        "worker {proc} (pid {pid}) killed while a write of it was queued, replaced by worker {next}"
+                        "worker {proc} (pid {pid}) killed while a write of it waited, replaced by worker {next}"
                     ),
                     start: died,
                     end: now(),
                     error: None,
+                    pid: Some(pid),
                 });
             proc = next;
         }
@@ -572,6 +601,7 @@ fn time_of(e: &Event) -> u64 {
         Event::Op { start, .. } => *start,
         Event::Segment { from, .. } => *from,
         Event::Access { at, .. } => *at,
+        Event::Handoff { at, .. } => *at,
         Event::Fault { start, .. } => *start,
         Event::Probe { start, .. } => *start,
         Event::Guarded { start, .. } => *start,

@@ -54,6 +54,15 @@ pub fn table(v: &Verdict, title: &str) -> String {
     );
     let _ = writeln!(
         s,
+        "| hand-offs to dead owners | {} seen ({} while others waited), the longest pending {:.2} s while others waited (limit {:.1} s, more across a clock step or a fault of the nodes); {} hand-offs seen in all |",
+        v.dead_handoffs,
+        v.dead_handoffs_waited,
+        v.dead_handoff_longest_s,
+        crate::checker::HANDED_LIMIT_S,
+        v.handoffs_seen
+    );
+    let _ = writeln!(
+        s,
         "\n| violation | count | per 1,000 grants |\n|---|---|---|"
     );
     for (kind, found) in v.kinds() {

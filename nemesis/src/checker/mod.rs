@@ -19,6 +19,9 @@
 //! - **leftover**: a key left after every holder released (unless a release of that name
 //!   had failed, and then only if it outlived a lease), or a client still renewing a hold
 //!   or subscribed to a channel after its tasks ended.
+//! - **handed_to_dead**: a lock handed to a writer whose worker process had died (killed
+//!   while the write waited), seen still handed to it, while others waited, for longer
+//!   than the library's claim window and a slack (see [`handoffs`]).
 //!
 //! One file per concern: [`verdict`] holds what is reported, [`context`] how examples
 //! are placed in time and among the faults; each of the others finds one family of
@@ -29,6 +32,7 @@ mod after_run;
 mod context;
 mod fences;
 mod guarded;
+mod handoffs;
 mod operations;
 mod overlaps;
 #[cfg(test)]
@@ -42,6 +46,8 @@ use after_run::after_run;
 use context::{secs, Fault};
 use fences::fences;
 use guarded::guarded;
+use handoffs::handoffs;
+pub use handoffs::HANDED_LIMIT_S;
 use operations::operations;
 use overlaps::overlaps;
 pub use verdict::Verdict;
@@ -59,6 +65,7 @@ pub fn check(events: &[Event], t0: u64) -> Verdict {
                 start,
                 end,
                 error,
+                ..
             } => {
                 *v.faults.entry(kind.clone()).or_default() += 1;
                 v.fault_errors += u64::from(error.is_some());
@@ -92,5 +99,6 @@ pub fn check(events: &[Event], t0: u64) -> Verdict {
     accesses(events, t0, &faults, &mut v);
     after_run(events, &mut v);
     guarded(events, &mut v);
+    handoffs(events, t0, &faults, &mut v);
     v
 }

@@ -192,3 +192,93 @@ fn guarded_writes_outside_their_hold_or_lost_are_found() {
     );
     assert_eq!(v.guarded_lost.count, 1, "{:?}", v.guarded_lost.examples);
 }
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+
+fn killed(pid: u32, at: u64) -> Event {
+    Event::Fault {
+        kind: "client_kill".into(),
+        target: format!("worker 0 (pid {pid})"),
+        start: at,
+        end: at + 10 * MS,
+        error: None,
+        pid: Some(pid),
+    }
+}
+
+/// Observations of a hand-off of `name` to an owner of pid `pid`, every 100 ms from
+/// `from` to `to` (ms), others waiting or not.
+fn seen(name: &str, pid: u32, from: u64, to: u64, waiting: bool) -> Vec<Event> {
+    (from..=to)
+        .step_by(100)
+        .map(|ms| Event::Handoff {
+            name: name.into(),
+            owner: format!("{pid}@host/{}:1", "0f".repeat(16)),
+            hold: "7".into(),
+            at: ms * MS,
+            waiting,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lock_handed_to_a_dead_owner_longer_than_the_claim_window_is_found() {
+    // worker 41 died at 1 s; its hand-off on n is seen, others waiting, 2-4.5 s
+    let mut h = vec![killed(41, S)];
+    h.extend(seen("n", 41, 2_000, 4_500, true));
+    let v = check(&h, 0);
+    assert_eq!(v.handed_to_dead.count, 1, "{:?}", v.handed_to_dead.examples);
+    assert!(v.handed_to_dead.examples[0].contains("pid 41"));
+    assert_eq!((v.dead_handoffs, v.dead_handoffs_waited), (1, 1));
+    assert!((v.dead_handoff_longest_s - 2.5).abs() < 1e-9);
+    assert_eq!(v.violations(), 1);
+}
+
+#[test]
+fn hand_offs_within_the_window_or_nobody_waiting_or_not_dead_are_not_violations() {
+    let mut h = vec![killed(41, S), killed(42, 9 * S)];
+    // 1.5 s while others waited, then nobody waiting (nothing calls: it stays) for 10 s
+    h.extend(seen("n", 41, 2_000, 3_500, true));
+    h.extend(seen("n", 41, 3_600, 13_600, false));
+    // seen 5 s while others waited, but its worker died after it was first seen
+    h.extend(seen("m", 42, 8_000, 13_000, true));
+    // a live owner's, 5 s
+    h.extend(seen("o", 43, 2_000, 7_000, true));
+    // the observer could not read the name for 3 s (a frozen master) in the middle
+    h.extend(seen("p", 41, 2_000, 3_000, true));
+    h.extend(seen("p", 41, 6_000, 7_500, true));
+    let v = check(&h, 0);
+    assert_eq!(v.handed_to_dead.count, 0, "{:?}", v.handed_to_dead.examples);
+    assert_eq!(
+        (v.handoffs_seen, v.dead_handoffs, v.dead_handoffs_waited),
+        (4, 2, 2)
+    );
+    assert!((v.dead_handoff_longest_s - 1.5).abs() < 1e-9);
+    // a node's clock stepped back while it was pending: 1 s more than allowed, but
+    // within the step's allowance
+    let mut h = vec![killed(41, S)];
+    h.extend(seen("n", 41, 2_000, 5_000, true));
+    h.push(Event::Fault {
+        kind: "skew".into(),
+        target: "node 7000 -1500 ms".into(),
+        start: 2_500 * MS,
+        end: 12 * S,
+        error: None,
+        pid: None,
+    });
+    assert_eq!(check(&h, 0).handed_to_dead.count, 0);
+    h.pop();
+    assert_eq!(check(&h, 0).handed_to_dead.count, 1);
+    // a master frozen until its replica was promoted, healed 1 s before: the waiters may
+    // still be looking for the new master
+    h.push(Event::Fault {
+        kind: "freeze_long".into(),
+        target: "node 7000".into(),
+        start: 0,
+        end: S,
+        error: None,
+        pid: None,
+    });
+    assert_eq!(check(&h, 0).handed_to_dead.count, 0);
+}

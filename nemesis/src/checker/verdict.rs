@@ -73,13 +73,26 @@ pub struct Verdict {
     pub guarded_outside: Found,
     /// Guarded writes that returned `Ok` and are not in the log.
     pub guarded_lost: Found,
+    /// Hand-offs seen pending by the observer (each lock handed to a writer, until it
+    /// took the hold or lost its turn).
+    pub handoffs_seen: u64,
+    /// Of them, hand-offs to an owner whose worker process had died before.
+    pub dead_handoffs: u64,
+    /// Of those, hand-offs seen while others waited.
+    pub dead_handoffs_waited: u64,
+    /// The longest span over which a hand-off to a dead owner was seen while others
+    /// waited, seconds.
+    pub dead_handoff_longest_s: f64,
+    /// Hand-offs to dead owners seen, while others waited, longer than the claim window
+    /// allows.
+    pub handed_to_dead: Found,
     /// Seconds from the first to the last event.
     pub span_s: f64,
 }
 
 impl Verdict {
     /// The violation kinds with their findings, in report order.
-    pub fn kinds(&self) -> [(&'static str, &Found); 8] {
+    pub fn kinds(&self) -> [(&'static str, &Found); 9] {
         [
             ("overlap", &self.overlap),
             ("fence_order", &self.fence_order),
@@ -89,6 +102,7 @@ impl Verdict {
             ("leftover", &self.leftover),
             ("guarded_outside", &self.guarded_outside),
             ("guarded_lost", &self.guarded_lost),
+            ("handed_to_dead", &self.handed_to_dead),
         ]
     }
 

@@ -2,8 +2,9 @@
 //! run's names, each hold writing to the fenced resource, every call and belief recorded.
 //!
 //! Now and then a task queues a write behind a hold of its own and drops it while it
-//! waits; at the times the controller gives (`kill_at`), the worker kills itself
-//! (SIGKILL) while such a write waits, after recording every belief it held as ended
+//! waits; at the times the controller gives (`kill_at`, the `waiter_kill` fault), the
+//! worker kills itself (SIGKILL) while a write of it waits (behind whoever holds the
+//! name, or behind a hold of its own), after recording every belief it held as ended
 //! then, and the controller starts another worker in its place.
 //!
 //! [`spec`] holds what the controller tells a worker; [`beliefs`] the worker's shared

@@ -1,5 +1,7 @@
-//! The rounds a task plays: the usual one (one name, acquired, held, released), and the
-//! one whose write waits in a queue and is dropped there, or dies there with the worker.
+//! The rounds a task plays: the usual one (one name, acquired, held, released), the one
+//! whose write waits in a queue behind a hold of its own and is dropped there, or dies
+//! there with the worker, and the one whose write waits behind whoever holds and dies
+//! there with the worker.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,10 +21,18 @@ impl Task {
     /// One round: acquire (in one of many ways), hold and write, maybe convert, release;
     /// one in ten takes several names at once with a multi-lock; one in a hundred queues
     /// a write behind its own hold and drops it there; when the worker is due to die, a
-    /// round queues one and the process dies with it queued.
+    /// round waits for write (behind someone else's hold, or its own) and the process
+    /// dies while it waits.
     pub(super) async fn round(&mut self) {
         if self.ctx.kill_due() {
-            self.queued_round(true).await;
+            // the worker dies while a write of it waits: behind a hold of anyone's
+            // (usually another process's: its release may hand the lock to the dead
+            // writer), or behind a hold of the task's own, which dies with it
+            if self.rng.random_bool(0.5) {
+                self.waiter_round().await;
+            } else {
+                self.queued_round(true).await;
+            }
             // still alive: no hold to queue behind, or the write did not wait; the next
             // round tries again
             self.ctx.dying.store(false, Ordering::SeqCst);
@@ -56,6 +66,64 @@ impl Task {
             return;
         };
         self.hold_and_release(held).await;
+    }
+
+    /// A writer that dies while it waits behind whoever holds (`waiter_kill`): the task,
+    /// holding nothing, waits for write on a random name; if it is still waiting
+    /// 50-500 ms later, the whole worker process is killed (`write_waiting_killed`).
+    /// Returns (alive) when the write returned before (a grant is then held and released
+    /// as any other) or the run's end came too near meanwhile (the call is dropped).
+    pub(super) async fn waiter_round(&mut self) {
+        let i = self.rng.random_range(0..self.locks.len());
+        let lock = self.locks[i].clone();
+        let name = lock.name().to_string();
+        let wait = Duration::from_millis(self.rng.random_range(50..500));
+        let mut c = Call {
+            call: "write_waiting_killed".into(),
+            name: name.clone(),
+            hold: None,
+            owner: None,
+            timeout_ms: None,
+            start: now(),
+            returned: None,
+        };
+        let returned = {
+            let waiter = blocking(&lock, Mode::W);
+            tokio::pin!(waiter);
+            let r = tokio::select! {
+                biased;
+                r = &mut waiter => Some(r),
+                _ = tokio::time::sleep(wait) => None,
+            };
+            if r.is_none() && self.ctx.may_die() {
+                // the write waits (queued, or still on its first attempt): the process
+                // dies with it there, before the call is dropped (which would withdraw
+                // its place)
+                self.op(c, Outcome::Cancelled, None, None);
+                self.ctx.die();
+            }
+            r
+            // a waiting call is dropped here
+        };
+        let Some(returned) = returned else {
+            c.call = "write_cancelled".into();
+            self.op(c, Outcome::Cancelled, None, None);
+            return;
+        };
+        c.call = "write".into();
+        let c = c.returned();
+        match returned {
+            Err(e) => self.op(c, Outcome::Fail, Some(err_text(&e)), None),
+            Ok(guard) => {
+                let belief = self.granted(c, &name, &guard, false, now());
+                let held = Held {
+                    guard,
+                    belief,
+                    wrote: false,
+                };
+                self.hold_and_release(held).await;
+            }
+        }
     }
 
     /// A writer that waits in a queue and dies there: the task takes a name (read or

@@ -65,7 +65,7 @@ pub struct WorkerSpec {
     /// `CLOCK_MONOTONIC` ns at which tasks stop starting new rounds.
     pub until: u64,
     /// `CLOCK_MONOTONIC` ns after which the worker kills itself (SIGKILL) while a write
-    /// of one of its tasks waits in a queue, if it is still a lease and 5 s before
+    /// of one of its tasks waits for the lock, if it is still a lease and 5 s before
     /// `until`.
     #[serde(default)]
     pub kill_at: Option<u64>,
