@@ -258,7 +258,9 @@ pub(crate) async fn wait<L: Seam>(
     let mut attempts = 0;
     #[cfg(feature = "tracing")]
     let span = observe::acquire_span(lock.name(), ask.mode(), &owner);
-    let wait = wait_loop(lock, owner, ask, timeout, &mut attempts);
+    // (boxed: one allocation per acquire keeps the caller's future small however deep
+    // the caller nests it; the loop's state is most of an acquire's)
+    let wait = Box::pin(wait_loop(lock, owner, ask, timeout, &mut attempts));
     #[cfg(feature = "tracing")]
     let wait = tracing::Instrument::instrument(wait, span);
     let result = wait.await;
