@@ -59,4 +59,3 @@ fn acquire_futures_are_small() {
     // future was 15 kB before
     assert!(sizes.iter().all(|&s| s < 4 * 1024), "{sizes:?}");
 }
-

@@ -345,10 +345,19 @@ async fn wait_loop<L: Seam>(
         if sub.is_none() {
             if let Some(join) = lock.join() {
                 // a join that outlasts the first attempt's time does not stop it: the
-                // attempt goes without a subscription. The caller's deadline has then
-                // passed (the join had until then at least), so a refusal ends the wait
-                // and no release can go unheard
-                match within(attempt_deadline, join).await {
+                // attempt goes without a subscription. The first join leaves the first
+                // attempt FIRST_ATTEMPT of the caller's time, so that the two together
+                // end by the caller's deadline (or FIRST_ATTEMPT after the start, for a
+                // shorter timeout). A refusal then either ends the wait (its time ran
+                // out) or is followed by a join and another attempt after it, which
+                // finds any release the join might have missed
+                let join_deadline = match attempt_deadline {
+                    Some(d) if *attempts == 0 => {
+                        Some(d.checked_sub(FIRST_ATTEMPT).unwrap_or(began).max(began))
+                    }
+                    other => other,
+                };
+                match within(join_deadline, join).await {
                     Some(joined) => sub = Some(joined),
                     None if *attempts == 0 => {}
                     None => give_up!(),

@@ -259,13 +259,13 @@ async fn break_client_removes_a_whole_clients_holds_and_places() {
         .expect("the other client is next, not the stuck one")
         .unwrap();
     assert!(g.fence() > held_one.fence());
-    let g_fence = g.fence();
     g.release().await.unwrap();
-    // its task that was queued, still running, took a new place at the tail: it comes
-    // after the other client
-    let late = queued.await.unwrap().unwrap();
-    assert!(late.fence() > g_fence);
-    late.release().await.unwrap();
+    // its task that was queued, still running, is told its client was broken: an
+    // operator who breaks a client means it (it does not queue again at the tail)
+    match queued.await.unwrap() {
+        Err(cluster_rwlock::Error::Broken { client }) => assert_eq!(client, "stuck@a"),
+        other => panic!("the broken client's waiter: {other:?}"),
+    }
     // nothing of it left: exit 3
     let mut cmd = cli(cluster, &prefix);
     cmd.args(["break", "--all", "--client", "stuck@a"]);
