@@ -21,7 +21,7 @@
 //!   or subscribed to a channel after its tasks ended.
 //! - **handed_to_dead**: a lock handed to a writer whose worker process had died (killed
 //!   while the write waited), seen still handed to it, while others waited, for longer
-//!   than the library's claim window and a slack (see [`handoffs`]).
+//!   than the library's claim window and a slack (see [`mod@handoffs`]).
 //!
 //! One file per concern: [`verdict`] holds what is reported, [`context`] how examples
 //! are placed in time and among the faults; each of the others finds one family of
