@@ -47,8 +47,10 @@ pub fn guarded_log_key(lock_key: &str, name: &str) -> String {
     format!("nemesis-glog:{tag}:{name}")
 }
 
-/// After the run: each name's guarded log, as the server has it.
-pub async fn guarded_logs(client: &LockClient, names: &[String]) -> Vec<Event> {
+/// After the run: each name's guarded log, as the server has it. A log that cannot be
+/// read (after a few tries, the cluster healed) fails the run: read as empty, every
+/// guarded write to it would be reported lost.
+pub async fn guarded_logs(client: &LockClient, names: &[String]) -> Result<Vec<Event>, String> {
     use fred::interfaces::ListInterface;
     let mut out = Vec::new();
     for name in names {
@@ -56,13 +58,23 @@ pub async fn guarded_logs(client: &LockClient, names: &[String]) -> Vec<Event> {
             continue;
         };
         let key = guarded_log_key(lock.key(), name);
-        let entries: Vec<String> = client.redis().lrange(key, 0, -1).await.unwrap_or_default();
+        let mut tries = 0;
+        let entries: Vec<String> = loop {
+            match client.redis().lrange(key.as_str(), 0, -1).await {
+                Ok(entries) => break entries,
+                Err(e) if tries >= 10 => return Err(format!("reading {key}: {e}")),
+                Err(_) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
         out.push(Event::GuardedLog {
             name: name.clone(),
             entries,
         });
     }
-    out
+    Ok(out)
 }
 
 /// After the run: lock keys left on the masters, and whether they outlive a lease.

@@ -314,9 +314,19 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
                 .map(|l| (n.clone(), l.key().to_string()))
         })
         .collect();
+    // a client of its own: its reads, given up after a while, leave nothing behind in
+    // the client the checks after the run read with
+    let observer_client = LockClient::connect(workload::with_ca(
+        LockConfig::cluster(cluster.seed_urls())
+            .prefix(prefix.clone())
+            .lease(lease),
+        ca_pem.as_deref(),
+    ))
+    .await
+    .map_err(|e| format!("observer client: {e}"))?;
     let stop_observer = Arc::new(AtomicBool::new(false));
     let observer = tokio::spawn(observer::observe(
-        client.clone(),
+        observer_client,
         keys,
         stop_observer.clone(),
     ));
@@ -407,7 +417,10 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         failures.push(format!("the cluster did not heal: {e}"));
     }
     events.extend(after::probes(&client, &names).await);
-    events.extend(after::guarded_logs(&client, &names).await);
+    match after::guarded_logs(&client, &names).await {
+        Ok(logs) => events.extend(logs),
+        Err(e) => failures.push(format!("the guarded logs: {e}")),
+    }
     events.extend(after::leftovers(&cluster, &client, &prefix, lease).await);
     client.close().await;
 

@@ -142,6 +142,7 @@ pub async fn observe(
     for r in readers {
         let _ = r.await;
     }
+    client.close().await;
     let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
     std::mem::take(&mut *seen)
 }
