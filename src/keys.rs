@@ -189,6 +189,29 @@ pub(crate) fn is_lock_key(prefix: &str, key: &[u8]) -> bool {
     is_hash(key) || key.strip_suffix(CHANNEL_SUFFIX).is_some_and(is_hash)
 }
 
+/// The client name in an owner token a client made (of the shape `<name>/<32 hex>:<n>`:
+/// see [`LockConfig::client_name`](crate::LockConfig::client_name)); `None` for a token of
+/// another shape (an explicit owner token). For the queued owners of a
+/// [`LockState`](crate::LockState), as
+/// [`Holder::client_name`](crate::Holder::client_name) is for holders.
+///
+/// ```
+/// use cluster_rwlock::client_name_of;
+/// let token = format!("worker-7@host-b/{}:3", "0f".repeat(16));
+/// assert_eq!(client_name_of(&token), Some("worker-7@host-b"));
+/// assert_eq!(client_name_of("job-17"), None);
+/// ```
+pub fn client_name_of(owner: &str) -> Option<&str> {
+    let (name, rest) = owner.rsplit_once('/')?;
+    let (random, n) = rest.split_once(':')?;
+    let shaped = !name.is_empty()
+        && random.len() == 32
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit());
+    shaped.then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,19 +142,24 @@ pub(crate) fn library_reloaded() {
     metrics::counter!("cluster_rwlock_library_reloads_total").increment(1);
 }
 
-/// A write to `key` was acknowledged by fewer replicas than it needed (`u` says how
-/// many, and which did not): a grant is undone, a renewal does not count.
-pub(crate) fn not_replicated(key: &str, u: &crate::cluster::lane::Unconfirmed) {
+/// A write to `key` was acknowledged by `acked` replicas of the `wanted` it needed
+/// (`silent`: those that did not): a grant is undone, a renewal does not count.
+pub(crate) fn not_replicated(
+    key: &str,
+    wanted: u32,
+    acked: u32,
+    silent: &[crate::replica::ReplicaStatus],
+) {
     #[cfg(feature = "tracing")]
     tracing::warn!(
         key,
-        wanted = u.wanted,
-        acked = u.acked,
-        silent = %crate::replica::named(&u.silent),
+        wanted,
+        acked,
+        silent = %crate::replica::named(silent),
         "not confirmed by the replicas in time"
     );
     #[cfg(not(feature = "tracing"))]
-    let _ = (key, u);
+    let _ = (key, wanted, acked, silent);
     #[cfg(feature = "metrics")]
     metrics::counter!("cluster_rwlock_not_replicated_total").increment(1);
 }

@@ -64,7 +64,7 @@ impl Wake {
     pub fn broke(&self, owner: &str) -> Option<&str> {
         match self {
             Wake::Broken { client } => {
-                (crate::lock::client_name_of(owner) == Some(client.as_str())).then_some(client)
+                (crate::keys::client_name_of(owner) == Some(client.as_str())).then_some(client)
             }
             _ => None,
         }

@@ -145,27 +145,7 @@ impl Holder {
     }
 }
 
-/// The client name in an owner token a client made (of the shape `<name>/<32 hex>:<n>`:
-/// see [`LockConfig::client_name`](crate::LockConfig::client_name)); `None` for a token of
-/// another shape (an explicit owner token). For the queued owners of a [`LockState`],
-/// as [`Holder::client_name`] is for holders.
-///
-/// ```
-/// use cluster_rwlock::client_name_of;
-/// let token = format!("worker-7@host-b/{}:3", "0f".repeat(16));
-/// assert_eq!(client_name_of(&token), Some("worker-7@host-b"));
-/// assert_eq!(client_name_of("job-17"), None);
-/// ```
-pub fn client_name_of(owner: &str) -> Option<&str> {
-    let (name, rest) = owner.rsplit_once('/')?;
-    let (random, n) = rest.split_once(':')?;
-    let shaped = !name.is_empty()
-        && random.len() == 32
-        && random.bytes().all(|b| b.is_ascii_hexdigit())
-        && !n.is_empty()
-        && n.bytes().all(|b| b.is_ascii_digit());
-    shaped.then_some(name)
-}
+pub use crate::keys::client_name_of;
 
 /// A snapshot of a lock, read in one call.
 ///

@@ -370,7 +370,7 @@ impl Scripts {
             .collect();
         let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm).await;
         if let Some(u) = &unconfirmed {
-            crate::observe::not_replicated("(renewal)", u);
+            crate::observe::not_replicated("(renewal)", u.wanted, u.acked, &u.silent);
         }
         // a call that failed (its connection lost, a redirect, a library missing) is its own error,
         // for the caller to send again on its own, routed afresh; one that ran counts

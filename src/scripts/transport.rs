@@ -79,7 +79,7 @@ impl Ran {
         match &self.unconfirmed {
             None => Ok(()),
             Some(u) => {
-                crate::observe::not_replicated(key, u);
+                crate::observe::not_replicated(key, u.wanted, u.acked, &u.silent);
                 Err(Error::WriteNotReplicated {
                     wanted: u.wanted,
                     acked: u.acked,
@@ -90,7 +90,7 @@ impl Ran {
 }
 
 pub(super) fn not_replicated(key: &str, u: Unconfirmed) -> Error {
-    crate::observe::not_replicated(key, &u);
+    crate::observe::not_replicated(key, u.wanted, u.acked, &u.silent);
     Error::NotReplicated {
         wanted: u.wanted,
         acked: u.acked,
