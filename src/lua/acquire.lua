@@ -48,7 +48,9 @@ local function acquire(KEYS, ARGV)
   local mode, owner, id, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
   -- the grant's hint (see Returns), read after finish()
   local function others()
-    if held > 1 or qh < qt or pending ~= nil then return 1 end
+    -- (orphaned: places of a group passed by wait for the next call's prune, which
+    -- the fast release would skip)
+    if held > 1 or qh < qt or pending ~= nil or orphaned then return 1 end
     return 0
   end
   if unclocked then

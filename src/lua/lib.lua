@@ -40,6 +40,9 @@ local before_s, before_writer, before_u
 local quiet
 -- the queue's head moved on in this call (a writer or a reader group left it)
 local advanced
+-- a reader group was passed by in this call when its claim window ran out: places of
+-- its readers that did not come are left behind it (see prune)
+local orphaned
 -- the expired entries were looked for in this call (see prune)
 local pruned
 -- the call must write the summary even when it is unchanged (see regrant)
@@ -136,7 +139,7 @@ local function begin(keys, argv, owner_arg, clock_later)
   fence, held, dl, du, qh, qt, rg, ex = nil, 0, nil, 0, 0, 0, nil, nil
   writer, upgrader, pending, pending_lease, pending_from = S[2] or nil, nil, nil, nil, nil
   lone, lone_field = nil, nil
-  quiet, pruned, advanced, rewrite = false, false, false, false
+  quiet, pruned, advanced, rewrite, orphaned = false, false, false, false, false
   cache, W = {}, {}
   local lone_hold = nil
   if not existed then
@@ -376,10 +379,11 @@ local function prune()
     elseif p == 'q:' then
       local q = parse_queued(v)
       if q == nil then return f end
-      if q.deadline <= now then
+      if q.deadline <= now or (q.reader and q.ticket < qh) then
+        -- (a reader's group is counted again below; a reader's place the head passed
+        -- is no place: its group was passed by, see head)
         gone[#gone + 1] = f
-        -- (a reader's group is counted again below)
-        if not q.reader then gone[#gone + 1] = 't:' .. fmt(q.ticket) end
+        if q.deadline <= now and not q.reader then gone[#gone + 1] = 't:' .. fmt(q.ticket) end
       else
         deadline_set(q.deadline)
         if q.reader then members[q.ticket] = (members[q.ticket] or 0) + 1 end
@@ -430,6 +434,7 @@ local function head()
         -- a group whose claim window passed loses its turn: its readers that did not
         -- come (died, or came late) find their place passed and come as new readers
         if n > 0 and (claim == nil or claim > now) then return nil, nil, qh end
+        if n > 0 then orphaned = true end
       else
         local o, q = ticket_writer(v, qh)
         if q and q.deadline > now then return o, q end
@@ -709,7 +714,13 @@ local function finish()
   -- alone, for FENCE_MEMORY or more: the next fence is above its own (a call that found
   -- no hash and left nothing writes nothing). Nothing has a deadline then: the bounds
   -- say so, as fast_release writes them, so that the next acquire takes the fast path.
-  if held == 0 and qh >= qt then dl, du = nil, 0 end
+  if orphaned then
+    -- places of a group passed by in this call are still in the hash: the earliest
+    -- deadline is due now, so that the next call's prune removes them
+    deadline_set(now)
+  elseif held == 0 and qh >= qt then
+    dl, du = nil, 0
+  end
   if existed or held > 0 or qh < qt then
     -- where the holds go: the one hold of the only owner (no upgrade waiting) in the
     -- summary, with no field of its own, nor 'w' or 'u'; every other in its owner's field
