@@ -291,14 +291,18 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
     let ca_pem = cluster.tls().map(|t| t.ca_pem().to_string());
     let prefix = format!("nemesis-{}", args.seed);
     let lease = Duration::from_millis(args.lease_ms);
-    let client = LockClient::connect(workload::with_ca(
-        LockConfig::cluster(cluster.seed_urls())
-            .prefix(prefix.clone())
-            .lease(lease),
-        ca_pem.as_deref(),
-    ))
-    .await
-    .map_err(|e| format!("controller client: {e}"))?;
+    // the controller's clients: one for the checks, one for the hand-off observer
+    let connect = || {
+        LockClient::connect(workload::with_ca(
+            LockConfig::cluster(cluster.seed_urls())
+                .prefix(prefix.clone())
+                .lease(lease),
+            ca_pem.as_deref(),
+        ))
+    };
+    let client = connect()
+        .await
+        .map_err(|e| format!("controller client: {e}"))?;
     let names = names(&client)?;
     let slots: Vec<u16> = names
         .iter()
@@ -316,14 +320,9 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         .collect();
     // a client of its own: its reads, given up after a while, leave nothing behind in
     // the client the checks after the run read with
-    let observer_client = LockClient::connect(workload::with_ca(
-        LockConfig::cluster(cluster.seed_urls())
-            .prefix(prefix.clone())
-            .lease(lease),
-        ca_pem.as_deref(),
-    ))
-    .await
-    .map_err(|e| format!("observer client: {e}"))?;
+    let observer_client = connect()
+        .await
+        .map_err(|e| format!("observer client: {e}"))?;
     let stop_observer = Arc::new(AtomicBool::new(false));
     let observer = tokio::spawn(observer::observe(
         observer_client,

@@ -40,15 +40,7 @@ impl Task {
         {
             Ok(m) => m,
             Err(e) => {
-                let c = Call {
-                    call: "multi".into(),
-                    name: picked[0].0.clone(),
-                    hold: None,
-                    owner: None,
-                    timeout_ms: None,
-                    start: now(),
-                    returned: None,
-                };
+                let c = Call::named("multi", &picked[0].0);
                 return self.op(c, Outcome::Fail, Some(err_text(&e)), None);
             }
         };

@@ -78,15 +78,7 @@ impl Task {
         let lock = self.locks[i].clone();
         let name = lock.name().to_string();
         let wait = Duration::from_millis(self.rng.random_range(50..500));
-        let mut c = Call {
-            call: "write_waiting_killed".into(),
-            name: name.clone(),
-            hold: None,
-            owner: None,
-            timeout_ms: None,
-            start: now(),
-            returned: None,
-        };
+        let mut c = Call::named("write_waiting_killed", &name);
         let returned = {
             let waiter = blocking(&lock, Mode::W);
             tokio::pin!(waiter);
@@ -146,15 +138,7 @@ impl Task {
             return;
         };
         let wait = Duration::from_millis(self.rng.random_range(50..1_500));
-        let mut c = Call {
-            call: "write_queued_dropped".into(),
-            name: name.clone(),
-            hold: None,
-            owner: None,
-            timeout_ms: None,
-            start: now(),
-            returned: None,
-        };
+        let mut c = Call::named("write_queued_dropped", &name);
         enum Next {
             Lost(u64),
             Returned(Box<cluster_rwlock::Result<Guard>>),

@@ -61,6 +61,19 @@ impl Call {
         }
     }
 
+    /// A call on no hold yet (an acquire), on lock `name`, invoked now.
+    pub(super) fn named(call: &str, name: &str) -> Call {
+        Call {
+            call: call.to_string(),
+            name: name.to_string(),
+            hold: None,
+            owner: None,
+            timeout_ms: None,
+            start: now(),
+            returned: None,
+        }
+    }
+
     /// This call, returned now: its end is this moment, not when it is recorded after
     /// the worker's own bookkeeping (a belief recorded first takes the history's lock,
     /// which the worker's tasks share, and may write to its file). The lock's time is
