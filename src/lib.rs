@@ -313,6 +313,7 @@ mod fenced;
 mod hold;
 pub mod keys;
 mod lease;
+pub mod library;
 mod lock;
 mod message;
 mod mode;

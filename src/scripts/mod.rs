@@ -22,7 +22,7 @@ mod transport;
 pub(crate) use crate::cluster::lane::{Confirm, Gather, Lane};
 pub(crate) use calls::RenewItem;
 pub use library::Setup;
-pub(crate) use library::{Library, CLAIM_WINDOW, LIBRARY};
+pub(crate) use library::{Library, CLAIM_WINDOW, LIBRARY, REVISION};
 pub(crate) use reply::{RawHolder, RawState};
 pub(crate) use transport::{Counters, On, Target};
 

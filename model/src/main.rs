@@ -1,0 +1,3 @@
+mod lua;
+mod redis;
+fn main() {}
