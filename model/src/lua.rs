@@ -75,7 +75,10 @@ impl Engine {
             .set_name("library")
             .exec()
             .map_err(|e| format!("the library does not load: {e}"))?;
-        let table: Table = lua.globals().get("__functions").map_err(|e| e.to_string())?;
+        let table: Table = lua
+            .globals()
+            .get("__functions")
+            .map_err(|e| e.to_string())?;
         let mut functions = HashMap::new();
         for pair in table.pairs::<String, Function>() {
             let (name, f) = pair.map_err(|e| e.to_string())?;
@@ -179,7 +182,12 @@ mod tests {
     use crate::redis::Keyspace;
 
     fn call(now_ms: u64) -> Call {
-        Call { keys: Keyspace::new(), now_ms, wrote: false, published: vec![] }
+        Call {
+            keys: Keyspace::new(),
+            now_ms,
+            wrote: false,
+            published: vec![],
+        }
     }
 
     #[test]
@@ -187,25 +195,64 @@ mod tests {
         let e = Engine::load(cluster_rwlock::library::TEXT).unwrap();
         let mut c = call(1_700_000_000_000);
         let key = "rwlock:{a}";
-        let (a, b) = ("a/0123456789abcdef0123456789abcdef:1", "b/0123456789abcdef0123456789abcdef:1");
-        let first = e.fcall(&mut c, "rwlock4_acquire", &[key], &["w", a, "1", "3000", "1", "2"]);
+        let (a, b) = (
+            "a/0123456789abcdef0123456789abcdef:1",
+            "b/0123456789abcdef0123456789abcdef:1",
+        );
+        let first = e.fcall(
+            &mut c,
+            "rwlock4_acquire",
+            &[key],
+            &["w", a, "1", "3000", "1", "2"],
+        );
         assert_eq!(first.at(0), Some(&Reply::Int(1)), "{first}");
         assert!(c.wrote);
-        let busy = e.fcall(&mut c, "rwlock4_acquire", &[key], &["w", b, "1", "3000", "1", "2"]);
+        let busy = e.fcall(
+            &mut c,
+            "rwlock4_acquire",
+            &[key],
+            &["w", b, "1", "3000", "1", "2"],
+        );
         assert_eq!(busy.at(0), Some(&Reply::Int(0)), "{busy}");
         c.now_ms += 10;
         let released = e.fcall(&mut c, "rwlock4_release", &[key], &[a, "1"]);
         assert_eq!(released, Reply::Array(vec![Reply::Int(1)]));
-        assert!(c.published.iter().any(|(ch, m)| ch == "rwlock:{a}:released" && m.starts_with(&format!("g {b} 1 "))),
-            "{:?}", c.published);
-        let taken = e.fcall(&mut c, "rwlock4_acquire", &[key], &["w", b, "1", "3000", "3", "2"]);
+        assert!(
+            c.published
+                .iter()
+                .any(|(ch, m)| ch == "rwlock:{a}:released" && m.starts_with(&format!("g {b} 1 "))),
+            "{:?}",
+            c.published
+        );
+        let taken = e.fcall(
+            &mut c,
+            "rwlock4_acquire",
+            &[key],
+            &["w", b, "1", "3000", "3", "2"],
+        );
         assert_eq!(taken.at(0), Some(&Reply::Int(1)), "{taken}");
-        let (f1, f2) = (first.at(1).unwrap().text().unwrap().parse::<u64>().unwrap(),
-            taken.at(1).unwrap().text().unwrap().parse::<u64>().unwrap());
+        let (f1, f2) = (
+            first.at(1).unwrap().text().unwrap().parse::<u64>().unwrap(),
+            taken.at(1).unwrap().text().unwrap().parse::<u64>().unwrap(),
+        );
         assert!(f2 > f1);
         // a key of another type is refused, untouched
-        c.keys.insert("s".into(), crate::redis::Entry { value: crate::redis::Value::Str("x".into()), expires_at: None });
-        let other = e.fcall(&mut c, "rwlock4_acquire", &["s"], &["w", a, "2", "3000", "0"]);
-        assert_eq!(other, Reply::Array(vec![Reply::Int(-3), Reply::Bulk("string".into())]));
+        c.keys.insert(
+            "s".into(),
+            crate::redis::Entry {
+                value: crate::redis::Value::Str("x".into()),
+                expires_at: None,
+            },
+        );
+        let other = e.fcall(
+            &mut c,
+            "rwlock4_acquire",
+            &["s"],
+            &["w", a, "2", "3000", "0"],
+        );
+        assert_eq!(
+            other,
+            Reply::Array(vec![Reply::Int(-3), Reply::Bulk("string".into())])
+        );
     }
 }

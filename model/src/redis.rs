@@ -143,7 +143,9 @@ impl Call {
             .to_ascii_uppercase();
         let arity = |n: usize| {
             if args.len() < n {
-                Err(Reply::Error(format!("ERR wrong number of arguments for '{name}'")))
+                Err(Reply::Error(format!(
+                    "ERR wrong number of arguments for '{name}'"
+                )))
             } else {
                 Ok(())
             }
@@ -155,7 +157,10 @@ impl Call {
             ])),
             "EXISTS" => {
                 arity(2)?;
-                let n = args[1..].iter().filter(|k| self.keys.contains_key(*k)).count();
+                let n = args[1..]
+                    .iter()
+                    .filter(|k| self.keys.contains_key(*k))
+                    .count();
                 Ok(Reply::Int(n as i64))
             }
             "TYPE" => {
@@ -208,7 +213,9 @@ impl Call {
             }
             "HSET" => {
                 if args.len() < 4 || args.len() % 2 != 0 {
-                    return Err(Reply::Error("ERR wrong number of arguments for 'hset'".into()));
+                    return Err(Reply::Error(
+                        "ERR wrong number of arguments for 'hset'".into(),
+                    ));
                 }
                 let h = self.hash_mut(&args[1])?;
                 let mut added = 0;
@@ -239,7 +246,10 @@ impl Call {
             }
             "DEL" => {
                 arity(2)?;
-                let n = args[1..].iter().filter(|k| self.keys.remove(*k).is_some()).count();
+                let n = args[1..]
+                    .iter()
+                    .filter(|k| self.keys.remove(*k).is_some())
+                    .count();
                 if n > 0 {
                     self.wrote = true;
                 }
@@ -282,7 +292,12 @@ mod tests {
     use super::*;
 
     fn call(keys: &mut Keyspace, now_ms: u64, args: &[&str]) -> Reply {
-        let mut c = Call { keys: std::mem::take(keys), now_ms, wrote: false, published: vec![] };
+        let mut c = Call {
+            keys: std::mem::take(keys),
+            now_ms,
+            wrote: false,
+            published: vec![],
+        };
         c.expire();
         let r = c.command(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         *keys = c.keys;
@@ -292,17 +307,38 @@ mod tests {
     #[test]
     fn hashes_expire_and_refuse_other_types() {
         let mut ks = Keyspace::new();
-        assert_eq!(call(&mut ks, 10, &["HSET", "k", "a", "1", "b", "2"]), Reply::Int(2));
-        assert_eq!(call(&mut ks, 10, &["HMGET", "k", "a", "z"]),
-            Reply::Array(vec![Reply::Bulk("1".into()), Reply::Nil]));
+        assert_eq!(
+            call(&mut ks, 10, &["HSET", "k", "a", "1", "b", "2"]),
+            Reply::Int(2)
+        );
+        assert_eq!(
+            call(&mut ks, 10, &["HMGET", "k", "a", "z"]),
+            Reply::Array(vec![Reply::Bulk("1".into()), Reply::Nil])
+        );
         assert_eq!(call(&mut ks, 10, &["PEXPIREAT", "k", "20"]), Reply::Int(1));
         assert_eq!(call(&mut ks, 19, &["EXISTS", "k"]), Reply::Int(1));
         assert_eq!(call(&mut ks, 20, &["EXISTS", "k"]), Reply::Int(0));
-        ks.insert("s".into(), Entry { value: Value::Str("x".into()), expires_at: None });
-        assert!(matches!(call(&mut ks, 20, &["HGET", "s", "a"]), Reply::Error(e) if e.starts_with("WRONGTYPE")));
-        assert_eq!(call(&mut ks, 20, &["TYPE", "s"]), Reply::Status("string".into()));
-        assert_eq!(call(&mut ks, 1_234_567, &["TIME"]),
-            Reply::Array(vec![Reply::Bulk("1234".into()), Reply::Bulk("567000".into())]));
+        ks.insert(
+            "s".into(),
+            Entry {
+                value: Value::Str("x".into()),
+                expires_at: None,
+            },
+        );
+        assert!(
+            matches!(call(&mut ks, 20, &["HGET", "s", "a"]), Reply::Error(e) if e.starts_with("WRONGTYPE"))
+        );
+        assert_eq!(
+            call(&mut ks, 20, &["TYPE", "s"]),
+            Reply::Status("string".into())
+        );
+        assert_eq!(
+            call(&mut ks, 1_234_567, &["TIME"]),
+            Reply::Array(vec![
+                Reply::Bulk("1234".into()),
+                Reply::Bulk("567000".into())
+            ])
+        );
     }
 
     #[test]
