@@ -17,6 +17,7 @@ python-redis-lock's rows need `pip install python-redis-lock`.
 
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -137,7 +138,8 @@ def python_redis_lock(seeds, seconds, count):
 def interop():
     """The Rust peer (a release build: its `cycles` figure is the Rust client's)."""
     subprocess.run(["cargo", "build", "--quiet", "--release", "--example", "interop"], cwd=ROOT, check=True)
-    return str(ROOT / "target" / "release" / "examples" / "interop")
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return str(target / "release" / "examples" / "interop")
 
 
 def rust_cycles(seeds, seconds, durability):

@@ -3,11 +3,14 @@ as the Rust tests, started by the Rust side of the mixed tests (`examples/intero
 testbed`) and removed at the end of the session. `CLUSTER_SERVER=valkey` runs it on
 Valkey 9.1, `CLUSTER_TLS=1` over TLS (every client of the suite, Python and Rust, then
 trusts the test bed's CA, which the children of the tests find in CLUSTER_RWLOCK_CA);
-`CLUSTER_RWLOCK_URL=redis://host:port` uses a running cluster instead.
+`CLUSTER_RWLOCK_URL=redis://host:port` uses a running cluster instead (with
+`CLUSTER_RWLOCK_CA=ca.pem` for a `rediss://` one): then nothing is started, and the Rust
+peer is built only for the mixed tests, which are skipped when there is no cargo.
 """
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import threading
@@ -39,28 +42,53 @@ def rust_tls():
     return ["--ca", ca] if ca else []
 
 
-def _interop_binary() -> pathlib.Path:
-    """The Rust peer, built once (cargo reuses what `cargo test` built)."""
-    subprocess.run(
-        ["cargo", "build", "--quiet", "--features", "tls", "--example", "interop"],
-        cwd=ROOT, check=True,
-    )
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    return target / "debug" / "examples" / "interop"
+def pytest_report_header(config):
+    """Which cluster_rwlock runs: an installed wheel or a build of the working tree."""
+    return "cluster_rwlock: " + cluster_rwlock.__file__
+
+
+_built = {}
+
+
+def _interop_binary():
+    """The Rust peer (`examples/interop.rs`), built once (cargo reuses what `cargo test`
+    built); None when there is no cargo on the PATH."""
+    if "path" not in _built:
+        if shutil.which("cargo") is None:
+            _built["path"] = None
+        else:
+            subprocess.run(
+                ["cargo", "build", "--quiet", "--features", "tls", "--example", "interop"],
+                cwd=ROOT, check=True,
+            )
+            target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+            _built["path"] = target / "debug" / "examples" / "interop"
+    return _built["path"]
 
 
 @pytest.fixture(scope="session")
 def interop() -> pathlib.Path:
-    return _interop_binary()
+    """The Rust peer of the mixed tests."""
+    path = _interop_binary()
+    if path is None:
+        pytest.skip("the Rust peer (examples/interop.rs) is built by cargo, and there is "
+                    "no cargo on the PATH")
+    return path
 
 
 @pytest.fixture(scope="session")
-def seeds(interop):
-    """The seed URLs of the session's cluster."""
+def seeds():
+    """The seed URLs of the session's cluster: CLUSTER_RWLOCK_URL's, or the test bed's,
+    started by the Rust peer (which builds the server's image if there is none)."""
     url = os.environ.get("CLUSTER_RWLOCK_URL")
     if url:
         yield [url]
         return
+    interop = _interop_binary()
+    if interop is None:
+        pytest.fail("the test bed is started by the Rust peer (examples/interop.rs), built "
+                    "by cargo, and there is no cargo on the PATH: install the Rust "
+                    "toolchain, or set CLUSTER_RWLOCK_URL to a running cluster")
     proc = subprocess.Popen(
         [str(interop), "testbed"], cwd=ROOT, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True,
