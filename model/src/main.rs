@@ -31,6 +31,10 @@ struct Args {
     /// Run every seeded bug; each must be caught by the property it breaks.
     #[arg(long)]
     seeded: bool,
+    /// Check the limits: configurations the protocol does not make safe; each must be
+    /// found unsafe.
+    #[arg(long)]
+    limits: bool,
     /// Run one seeded bug (believe-before-wait, handoff-keeps-fence,
     /// renew-without-owner-check, place-never-lapses).
     #[arg(long)]
@@ -107,12 +111,18 @@ struct Outcome {
     unreached: Vec<&'static str>,
 }
 
-fn check(bounds: &Bounds, bug: Option<Bug>, threads: usize) -> Result<Outcome, String> {
-    let model = System::new(bounds.clone(), bug)?;
+/// Checks `bounds`; `expect_failure` (with the seeded bug, if any) ends the run at the
+/// first counterexample.
+fn check(
+    bounds: &Bounds,
+    expect_failure: Option<Option<Bug>>,
+    threads: usize,
+) -> Result<Outcome, String> {
+    let model = System::new(bounds.clone(), expect_failure.flatten())?;
     let properties = model.properties();
     let started = Instant::now();
     let mut checker = model.checker().threads(threads);
-    if bug.is_some() {
+    if expect_failure.is_some() {
         // a seeded bug's run ends at its first counterexample (the shortest: breadth first)
         checker = checker.finish_when(HasDiscoveries::AnyFailures);
     }
@@ -182,6 +192,25 @@ fn run(args: Args) -> Result<bool, String> {
         (None, false) => vec![],
     };
     let started = Instant::now();
+    if args.limits {
+        let mut all_found = true;
+        for (name, what, _, breaks) in Bounds::limits() {
+            let bounds = args.bounds(name)?;
+            println!("limit {name} ({what}): {}", describe(&bounds));
+            let o = check(&bounds, Some(None), threads)?;
+            let found = o.violated.contains(&breaks);
+            println!(
+                "  {name}: {}",
+                if found {
+                    format!("unsafe, as documented ({breaks})")
+                } else {
+                    format!("NOT FOUND UNSAFE (expected: {breaks})")
+                }
+            );
+            all_found &= found;
+        }
+        return Ok(all_found);
+    }
     if bugs.is_empty() {
         let names: Vec<&str> = match &args.scenario {
             Some(n) => vec![n.as_str()],
@@ -214,7 +243,7 @@ fn run(args: Args) -> Result<bool, String> {
             bug.name(),
             describe(&bounds)
         );
-        let o = check(&bounds, Some(bug), threads)?;
+        let o = check(&bounds, Some(Some(bug)), threads)?;
         let caught = o.violated.contains(&bug.breaks());
         println!(
             "  {}: {}",

@@ -60,6 +60,9 @@ pub struct Bounds {
     pub crashes: u8,
     /// Failovers that may happen.
     pub failovers: u8,
+    /// Times the master may stop listing its replica while the replica lives on (what
+    /// `repl-timeout` does to a silent replica; a grant then waits for no one).
+    pub drops: u8,
     /// Forced releases (an operator's break of every holder).
     pub breaks: u8,
     /// Times each client may give up waiting.
@@ -79,6 +82,7 @@ impl Bounds {
             ticks: 8,
             crashes: 0,
             failovers: 0,
+            drops: 0,
             breaks: 0,
             give_ups: 0,
             replica_skew_ms: 250,
@@ -123,12 +127,33 @@ impl Bounds {
         ]
     }
 
-    /// The scenario of that name.
+    /// The limits: configurations the protocol does NOT make safe, each with the
+    /// property the checker must find broken (so that docs/GUARANTEES.md's word on them
+    /// is checked as well as the rest).
+    pub fn limits() -> Vec<(&'static str, &'static str, Bounds, &'static str)> {
+        let base = Bounds::scenarios().swap_remove(0).2;
+        vec![(
+            "dropped",
+            "the master stops listing a silent replica (repl-timeout), grants go on without \
+             it, then it is promoted with what it had",
+            Bounds {
+                drops: 1,
+                give_ups: 0,
+                ticks: 6,
+                ..base
+            },
+            EXCLUSION,
+        )]
+    }
+
+    /// The scenario (or limit) of that name.
     pub fn scenario(name: &str) -> Option<Bounds> {
         Bounds::scenarios()
             .into_iter()
-            .find(|(n, _, _)| *n == name)
-            .map(|(_, _, b)| b)
+            .map(|(n, _, b)| (n, b))
+            .chain(Bounds::limits().into_iter().map(|(n, _, b, _)| (n, b)))
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| b)
     }
 }
 
@@ -204,8 +229,11 @@ pub struct State {
     pub ticks: u8,
     pub nodes: [Node; 2],
     pub master: u8,
-    /// The master's attached replica (none once it was promoted).
+    /// The master's replica (none once it was promoted).
     pub replica: Option<u8>,
+    /// Whether the master lists it (`INFO replication`): a WAIT waits for it.
+    pub listed: bool,
+    pub drops: u8,
     /// What the master wrote that the replica has not applied, oldest first: the
     /// keyspace after each write (a function is replicated as its effects, in one step).
     pub stream: Vec<Keyspace>,
@@ -247,6 +275,9 @@ pub enum Action {
     Failover(u8),
     /// An operator breaks the lock (`force_release` of every owner).
     Break,
+    /// The master stops listing its replica (its link timed out), which lives on with
+    /// what it had received and may still be promoted.
+    DropReplica,
 }
 
 /// The model: its bounds and the seeded bug it runs with, if any.
@@ -554,6 +585,12 @@ impl System {
     fn can_ack(s: &State, on: u8) -> bool {
         on == s.master && s.nodes[on as usize].up
     }
+
+    /// Whether a WAIT must wait for the replica (else it answers at once: the master
+    /// lists none).
+    fn waits_for_replica(s: &State) -> bool {
+        s.replica.is_some() && s.listed
+    }
 }
 
 impl Model for System {
@@ -570,6 +607,8 @@ impl Model for System {
             nodes: [node.clone(), node],
             master: 0,
             replica: Some(1),
+            listed: true,
+            drops: 0,
             stream: vec![],
             clients: self
                 .bounds
@@ -612,6 +651,9 @@ impl Model for System {
         if s.ticks < self.bounds.ticks {
             actions.push(Action::Tick);
         }
+        if s.drops < self.bounds.drops && s.listed && s.replica.is_some() {
+            actions.push(Action::DropReplica);
+        }
         if s.failovers < self.bounds.failovers && s.replica.is_some() {
             for n in 0..=s.stream.len() {
                 actions.push(Action::Failover(n as u8));
@@ -644,7 +686,7 @@ impl Model for System {
                     if Self::can_ack(s, *on) {
                         actions.push(Action::WaitAcked(i));
                     }
-                    if !Self::can_ack(s, *on) || *needs > 0 {
+                    if !Self::can_ack(s, *on) || (*needs > 0 && Self::waits_for_replica(s)) {
                         actions.push(Action::WaitShort(i));
                     }
                 }
@@ -682,6 +724,10 @@ impl Model for System {
                 s.replica = None;
                 s.stream.clear();
                 s.failovers += 1;
+            }
+            Action::DropReplica => {
+                s.drops += 1;
+                s.listed = false;
             }
             Action::Break => {
                 s.breaks += 1;
@@ -728,7 +774,9 @@ impl Model for System {
                 if let Phase::Confirming { needs, .. } | Phase::Renewing { needs, .. } =
                     s.clients[c as usize].phase
                 {
-                    Self::replicate(&mut s, needs as usize);
+                    if Self::waits_for_replica(&s) {
+                        Self::replicate(&mut s, needs as usize);
+                    }
                 }
                 let cl = &mut s.clients[c as usize];
                 match cl.phase.clone() {
@@ -895,5 +943,35 @@ pub fn describe_hash(keys: &Keyspace) -> String {
             .collect::<Vec<_>>()
             .join("; "),
         Some(other) => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stateright::Checker;
+
+    fn run(bounds: Bounds, bug: Option<Bug>) -> Vec<&'static str> {
+        let model = System::new(bounds, bug).unwrap();
+        let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+        let checker = model.checker().spawn_bfs().join();
+        names.into_iter().filter(|n| checker.discovery(n).is_some()).collect()
+    }
+
+    #[test]
+    fn a_short_clean_run_breaks_nothing_and_grants() {
+        let bounds = Bounds { ticks: 3, ..Bounds::scenario("failover").unwrap() };
+        let found = run(bounds, None);
+        assert!(found.contains(&SOME_GRANT), "{found:?}");
+        assert!(found.contains(&SOME_FAILOVER_HOLD), "{found:?}");
+        for p in [EXCLUSION, FENCE_ORDER, DEAD_BLOCK_NOBODY, REPLIES_KNOWN] {
+            assert!(!found.contains(&p), "{p}");
+        }
+    }
+
+    #[test]
+    fn believing_before_the_wait_is_caught_in_a_short_run() {
+        let bounds = Bounds { ticks: 2, ..Bounds::scenario("failover").unwrap() };
+        assert!(run(bounds, Some(Bug::BelieveBeforeWait)).contains(&EXCLUSION));
     }
 }

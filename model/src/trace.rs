@@ -44,6 +44,9 @@ fn name(a: &Action) -> String {
             format!("FAILOVER: the master dies, the replica is promoted with {n} more write(s) of the stream")
         }
         Action::Break => "an operator breaks the lock (force_release)".into(),
+        Action::DropReplica => {
+            "the master stops listing its replica (repl-timeout); the replica lives on".into()
+        }
     }
 }
 
