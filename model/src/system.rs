@@ -45,6 +45,7 @@ pub const REPLIES_KNOWN: &str = "every reply is one the protocol documents";
 pub const SOME_GRANT: &str = "a grant is believed";
 pub const SOME_HANDOFF: &str = "a hand-off is taken";
 pub const SOME_FAILOVER_HOLD: &str = "a hold is believed after a failover";
+pub const SOME_BROKEN_WAITER: &str = "a waiter of a broken client stops";
 pub const SOME_PAST_DEAD: &str = "a waiter is granted after a dead client's turn";
 
 /// The bounds of one check.
@@ -251,6 +252,8 @@ pub struct State {
     pub odd_reply: bool,
     pub handoffs_taken: u8,
     pub granted_past_dead: bool,
+    /// A waiter of a broken client heard its client's name and stopped.
+    pub broken_waiter_stopped: bool,
 }
 
 /// A step.
@@ -273,8 +276,9 @@ pub enum Action {
     /// The master fails and its replica is promoted with what it had received: the
     /// first `n` writes of the stream (any prefix, from none to all).
     Failover(u8),
-    /// An operator breaks the lock (`force_release` of every owner).
-    Break,
+    /// An operator breaks the lock: `force_release` of every owner (`None`), or of one
+    /// client's every owner token (`Some(c)`, the `c` mode: its holds and its places).
+    Break(Option<u8>),
     /// The master stops listing its replica (its link timed out), which lives on with
     /// what it had received and may still be promoted.
     DropReplica,
@@ -637,6 +641,7 @@ impl Model for System {
             odd_reply: false,
             handoffs_taken: 0,
             granted_past_dead: false,
+            broken_waiter_stopped: false,
         }]
     }
 
@@ -666,7 +671,8 @@ impl Model for System {
             )
         });
         if holding && s.breaks < self.bounds.breaks {
-            actions.push(Action::Break);
+            actions.push(Action::Break(None));
+            actions.push(Action::Break(Some(0)));
         }
         let now = Self::now_ms(s);
         for (i, c) in s.clients.iter().enumerate() {
@@ -729,19 +735,40 @@ impl Model for System {
                 s.drops += 1;
                 s.listed = false;
             }
-            Action::Break => {
+            Action::Break(whom) => {
                 s.breaks += 1;
-                let (reply, at, messages) = self.call(&mut s, "force_release", &[""]);
+                let name = whom.map(|c| owner(c).split('/').next().unwrap_or("").to_string());
+                let (reply, at, messages) = match &name {
+                    None => self.call(&mut s, "force_release", &[""]),
+                    Some(n) => self.call(&mut s, "force_release", &[n, "c"]),
+                };
                 if reply.at(0).and_then(Reply::int) != Some(1) {
                     s.odd_reply = true;
                 }
                 Self::heard(&mut s, &messages, at);
-                for c in &mut s.clients {
-                    if matches!(
-                        c.phase,
-                        Phase::Holding { .. } | Phase::Renewing { .. } | Phase::Confirming { .. }
-                    ) {
+                for (i, c) in s.clients.iter_mut().enumerate() {
+                    let hit = whom.is_none_or(|w| w as usize == i);
+                    if hit
+                        && matches!(
+                            c.phase,
+                            Phase::Holding { .. }
+                                | Phase::Renewing { .. }
+                                | Phase::Confirming { .. }
+                        )
+                    {
                         c.excused = true;
+                    }
+                }
+                // a waiter of the broken client hears its name on the channel and stops
+                // (the Rust client: Error::Broken) rather than queue again at the tail
+                if let Some(c) = whom {
+                    let said = messages.iter().any(|m| {
+                        m.starts_with("x ")
+                            && Some(m.rsplit(' ').next()) == name.as_deref().map(Some)
+                    });
+                    if s.clients[c as usize].phase == Phase::Waiting && said {
+                        s.broken_waiter_stopped = true;
+                        self.end_cycle(&mut s, c);
                     }
                 }
             }
@@ -921,6 +948,11 @@ impl Model for System {
                 s.failovers > 0 && s.clients.iter().any(|c| System::believes(s, c))
             }));
         }
+        if self.bounds.breaks > 0 {
+            properties.push(Property::sometimes(SOME_BROKEN_WAITER, |_, s: &State| {
+                s.broken_waiter_stopped
+            }));
+        }
         if self.bounds.crashes > 0 && (self.bounds.cycles > 1 || self.bounds.modes.len() > 2) {
             properties.push(Property::sometimes(SOME_PAST_DEAD, |_, s: &State| {
                 s.granted_past_dead
@@ -955,12 +987,18 @@ mod tests {
         let model = System::new(bounds, bug).unwrap();
         let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
         let checker = model.checker().spawn_bfs().join();
-        names.into_iter().filter(|n| checker.discovery(n).is_some()).collect()
+        names
+            .into_iter()
+            .filter(|n| checker.discovery(n).is_some())
+            .collect()
     }
 
     #[test]
     fn a_short_clean_run_breaks_nothing_and_grants() {
-        let bounds = Bounds { ticks: 3, ..Bounds::scenario("failover").unwrap() };
+        let bounds = Bounds {
+            ticks: 3,
+            ..Bounds::scenario("failover").unwrap()
+        };
         let found = run(bounds, None);
         assert!(found.contains(&SOME_GRANT), "{found:?}");
         assert!(found.contains(&SOME_FAILOVER_HOLD), "{found:?}");
@@ -971,7 +1009,10 @@ mod tests {
 
     #[test]
     fn believing_before_the_wait_is_caught_in_a_short_run() {
-        let bounds = Bounds { ticks: 2, ..Bounds::scenario("failover").unwrap() };
+        let bounds = Bounds {
+            ticks: 2,
+            ..Bounds::scenario("failover").unwrap()
+        };
         assert!(run(bounds, Some(Bug::BelieveBeforeWait)).contains(&EXCLUSION));
     }
 }

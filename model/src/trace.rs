@@ -43,7 +43,10 @@ fn name(a: &Action) -> String {
         Action::Failover(n) => {
             format!("FAILOVER: the master dies, the replica is promoted with {n} more write(s) of the stream")
         }
-        Action::Break => "an operator breaks the lock (force_release)".into(),
+        Action::Break(None) => "an operator breaks the lock (force_release of every owner)".into(),
+        Action::Break(Some(c)) => {
+            format!("an operator breaks client {c} (force_release, by client name)")
+        }
         Action::DropReplica => {
             "the master stops listing its replica (repl-timeout); the replica lives on".into()
         }
