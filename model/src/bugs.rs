@@ -48,10 +48,10 @@ impl Bug {
     /// The property the checker must find broken.
     pub fn breaks(self) -> &'static str {
         match self {
-            Bug::BelieveBeforeWait => crate::system::EXCLUSION,
-            Bug::HandoffKeepsFence => crate::system::FENCE_ORDER,
-            Bug::RenewWithoutOwnerCheck => crate::system::EXCLUSION,
-            Bug::PlaceNeverLapses => crate::system::DEAD_BLOCK_NOBODY,
+            Bug::BelieveBeforeWait => crate::properties::EXCLUSION,
+            Bug::HandoffKeepsFence => crate::properties::FENCE_ORDER,
+            Bug::RenewWithoutOwnerCheck => crate::properties::EXCLUSION,
+            Bug::PlaceNeverLapses => crate::properties::DEAD_BLOCK_NOBODY,
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod bugs;
 mod lua;
+mod properties;
 mod redis;
 mod system;
 mod trace;

@@ -18,6 +18,7 @@ use stateright::{Model, Property};
 
 use crate::bugs::{library_text, Bug};
 use crate::lua::Engine;
+pub use crate::properties::*;
 use crate::redis::{Call, Entry, Keyspace, Reply, Value};
 
 /// One tick of the model's time (ms).
@@ -34,19 +35,6 @@ pub const RENEW_EVERY_MS: u64 = (LEASE_MS / 3).div_ceil(TICK_MS) * TICK_MS;
 const EPOCH_MS: u64 = 1_700_000_000_000;
 /// The lock's key.
 const KEY: &str = "rwlock:{m}";
-
-/// The properties (their names, as the checker reports them).
-pub const EXCLUSION: &str = "no two clients believe conflicting holds";
-pub const FENCE_ORDER: &str = "every grant's fence is above every believed grant's";
-pub const DEAD_BLOCK_NOBODY: &str =
-    "a dead client blocks others no longer than its lease or its claim window";
-pub const REPLIES_KNOWN: &str = "every reply is one the protocol documents";
-/// Reachability (each must be found, or the model is vacuous).
-pub const SOME_GRANT: &str = "a grant is believed";
-pub const SOME_HANDOFF: &str = "a hand-off is taken";
-pub const SOME_FAILOVER_HOLD: &str = "a hold is believed after a failover";
-pub const SOME_BROKEN_WAITER: &str = "a waiter of a broken client stops";
-pub const SOME_PAST_DEAD: &str = "a waiter is granted after a dead client's turn";
 
 /// The bounds of one check.
 #[derive(Clone, Debug)]

@@ -1,0 +1,14 @@
+//! The names of the properties the checker checks in every state, and of the goals each
+//! scenario must reach (the checker reports them by name; docs/MODEL.md explains each).
+
+pub const EXCLUSION: &str = "no two clients believe conflicting holds";
+pub const FENCE_ORDER: &str = "every grant's fence is above every believed grant's";
+pub const DEAD_BLOCK_NOBODY: &str =
+    "a dead client blocks others no longer than its lease or its claim window";
+pub const REPLIES_KNOWN: &str = "every reply is one the protocol documents";
+/// Reachability (each must be found, or the model is vacuous).
+pub const SOME_GRANT: &str = "a grant is believed";
+pub const SOME_HANDOFF: &str = "a hand-off is taken";
+pub const SOME_FAILOVER_HOLD: &str = "a hold is believed after a failover";
+pub const SOME_BROKEN_WAITER: &str = "a waiter of a broken client stops";
+pub const SOME_PAST_DEAD: &str = "a waiter is granted after a dead client's turn";
