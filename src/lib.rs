@@ -421,6 +421,89 @@ mod docs_drift {
         }
         assert!(checked >= 10, "{checked} commands found");
     }
+
+    /// The test targets a manifest lists: each `[[test]]`'s path (given, or the default
+    /// from its name).
+    fn listed_tests(manifest: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let (mut in_test, mut name, mut path) = (false, None::<String>, None::<String>);
+        let mut flush = |name: &mut Option<String>, path: &mut Option<String>| {
+            if let Some(p) = path.take() {
+                out.push(p);
+            } else if let Some(n) = name.take() {
+                out.push(format!("tests/{n}.rs"));
+                out.push(format!("tests/{n}/main.rs"));
+            }
+            *name = None;
+        };
+        for line in manifest.lines() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                if in_test {
+                    flush(&mut name, &mut path);
+                }
+                in_test = t == "[[test]]";
+                continue;
+            }
+            let value = |key: &str| {
+                t.strip_prefix(key)
+                    .map(str::trim_start)
+                    .and_then(|r| r.strip_prefix('='))
+                    .map(|v| v.trim().trim_matches('"').to_string())
+            };
+            if in_test {
+                name = value("name").or(name);
+                path = value("path").or(path);
+            }
+        }
+        if in_test {
+            flush(&mut name, &mut path);
+        }
+        out
+    }
+
+    /// With `autotests = false`, a test file the manifest does not list is never built
+    /// and nothing says so: every `tests/*.rs` (and `tests/*/main.rs`) of each crate that
+    /// lists its tests is listed.
+    #[test]
+    fn every_test_file_is_listed_in_its_manifest() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut seen = 0;
+        for krate in [".", "cli", "testkit"] {
+            let dir = root.join(krate);
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            assert!(manifest.contains("autotests = false"), "{krate}: autotests");
+            let listed = listed_tests(&manifest);
+            for entry in std::fs::read_dir(dir.join("tests")).unwrap() {
+                let entry = entry.unwrap();
+                let file = entry.file_name().to_string_lossy().to_string();
+                let target = if entry.path().is_dir() {
+                    if !entry.path().join("main.rs").exists() {
+                        continue; // modules of a test, not a test of its own
+                    }
+                    format!("tests/{file}/main.rs")
+                } else if let Some(stem) = file.strip_suffix(".rs") {
+                    format!("tests/{stem}.rs")
+                } else {
+                    continue;
+                };
+                seen += 1;
+                assert!(
+                    listed.contains(&target),
+                    "{krate}/{target} is not listed in {krate}/Cargo.toml: cargo never builds it"
+                );
+            }
+        }
+        assert!(seen >= 15, "{seen} test files found");
+    }
+
+    #[test]
+    fn the_manifest_reader_finds_names_and_paths() {
+        let listed = listed_tests(
+            "[package]\nname = \"x\"\n[[test]]\nname = \"a\"\n\n[[test]]\nname = \"b\"\npath = \"tests/b/run.rs\"\n[features]\n",
+        );
+        assert_eq!(listed, ["tests/a.rs", "tests/a/main.rs", "tests/b/run.rs"]);
+    }
 }
 
 /// The Redis client this crate is built on, for [`LockClient::redis`]: the one place
