@@ -51,7 +51,7 @@ impl Bug {
             Bug::BelieveBeforeWait => crate::properties::EXCLUSION,
             Bug::HandoffKeepsFence => crate::properties::FENCE_ORDER,
             Bug::RenewWithoutOwnerCheck => crate::properties::EXCLUSION,
-            Bug::PlaceNeverLapses => crate::properties::DEAD_BLOCK_NOBODY,
+            Bug::PlaceNeverLapses => crate::properties::NO_NEEDLESS_WAIT,
         }
     }
 

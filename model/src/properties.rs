@@ -3,8 +3,8 @@
 
 pub const EXCLUSION: &str = "no two clients believe conflicting holds";
 pub const FENCE_ORDER: &str = "every grant's fence is above every believed grant's";
-pub const DEAD_BLOCK_NOBODY: &str =
-    "a dead client blocks others no longer than its lease or its claim window";
+pub const NO_NEEDLESS_WAIT: &str = "a live waiter is refused only while another holds or \
+     waits, or within the lease or claim window of what another left";
 pub const REPLIES_KNOWN: &str = "every reply is one the protocol documents";
 /// Reachability (each must be found, or the model is vacuous).
 pub const SOME_GRANT: &str = "a grant is believed";
