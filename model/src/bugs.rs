@@ -19,15 +19,18 @@ pub enum Bug {
     /// A hand-off's claim window never lapses (the dead-waiter defect of revision 7: a
     /// waiter that died holds the lock for its place's lease).
     PlaceNeverLapses,
+    /// A guarded call runs its commands whether or not the caller's hold is there.
+    GuardedWithoutHold,
 }
 
 impl Bug {
     /// Every seeded bug.
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 5] = [
         Bug::BelieveBeforeWait,
         Bug::HandoffKeepsFence,
         Bug::RenewWithoutOwnerCheck,
         Bug::PlaceNeverLapses,
+        Bug::GuardedWithoutHold,
     ];
 
     /// Its name on the command line.
@@ -37,6 +40,7 @@ impl Bug {
             Bug::HandoffKeepsFence => "handoff-keeps-fence",
             Bug::RenewWithoutOwnerCheck => "renew-without-owner-check",
             Bug::PlaceNeverLapses => "place-never-lapses",
+            Bug::GuardedWithoutHold => "guarded-without-hold",
         }
     }
 
@@ -52,6 +56,7 @@ impl Bug {
             Bug::HandoffKeepsFence => crate::properties::FENCE_ORDER,
             Bug::RenewWithoutOwnerCheck => crate::properties::EXCLUSION,
             Bug::PlaceNeverLapses => crate::properties::NO_NEEDLESS_WAIT,
+            Bug::GuardedWithoutHold => crate::properties::GUARDED_UNDER_HOLD,
         }
     }
 
@@ -62,6 +67,7 @@ impl Bug {
             Bug::HandoffKeepsFence => "dead",
             Bug::RenewWithoutOwnerCheck => "break",
             Bug::PlaceNeverLapses => "dead",
+            Bug::GuardedWithoutHold => "break",
         }
     }
 
@@ -86,6 +92,10 @@ impl Bug {
             Bug::PlaceNeverLapses => &[(
                 "\nlocal CLAIM_MS = 1000\n",
                 "\nlocal CLAIM_MS = 1000000000\n",
+            )],
+            Bug::GuardedWithoutHold => &[(
+                "  if hold == nil then return {2} end\n",
+                "  if hold == nil then hold = {'w', id, '0', now, 0} end\n",
             )],
         }
     }

@@ -61,6 +61,9 @@ struct Args {
     /// Forced releases an operator may make.
     #[arg(long)]
     breaks: Option<u8>,
+    /// Holders make guarded writes (a scenario may have them already).
+    #[arg(long)]
+    writes: bool,
     /// The replica's clock minus the master's, ms.
     #[arg(long, allow_hyphen_values = true)]
     skew: Option<i64>,
@@ -94,6 +97,7 @@ impl Args {
         b.failovers = self.failovers.unwrap_or(b.failovers);
         b.breaks = self.breaks.unwrap_or(b.breaks);
         b.replica_skew_ms = self.skew.unwrap_or(b.replica_skew_ms);
+        b.writes |= self.writes;
         if b.replica_skew_ms.unsigned_abs() >= system::MARGIN_MS {
             eprintln!(
                 "note: a clock difference of {} ms is not below the lease margin ({} ms): \
@@ -163,7 +167,7 @@ fn check(
 fn describe(bounds: &Bounds) -> String {
     format!(
         "clients {}, {} hold(s) each, {} ticks of {} ms, lease {} ms (margin {}), {} crash(es), \
-         {} failover(s), {} break(s), replica clock {:+} ms",
+         {} failover(s), {} break(s), replica clock {:+} ms{}",
         String::from_utf8_lossy(&bounds.modes),
         bounds.cycles,
         bounds.ticks,
@@ -173,7 +177,12 @@ fn describe(bounds: &Bounds) -> String {
         bounds.crashes,
         bounds.failovers,
         bounds.breaks,
-        bounds.replica_skew_ms
+        bounds.replica_skew_ms,
+        if bounds.writes {
+            ", guarded writes"
+        } else {
+            ""
+        }
     )
 }
 

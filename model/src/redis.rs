@@ -11,9 +11,8 @@ use std::collections::BTreeMap;
 pub enum Value {
     /// A hash (the lock's hash; the fenced store's value).
     Hash(BTreeMap<String, String>),
-    /// A string (a key of another type, as a hostile name would find: the tests'; the
-    /// model's lock key is only ever a hash).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// A string (what a guarded write sets; a lock key of another type, as a hostile
+    /// name would find).
     Str(String),
 }
 
@@ -276,6 +275,23 @@ impl Call {
                         Ok(Reply::Int(1))
                     }
                 }
+            }
+            "SET" => {
+                // the plain form only: what the model's guarded writes send
+                if args.len() != 3 {
+                    return Err(Reply::Error(
+                        "ERR the model serves SET key value only".into(),
+                    ));
+                }
+                self.keys.insert(
+                    args[1].clone(),
+                    Entry {
+                        value: Value::Str(args[2].clone()),
+                        expires_at: None,
+                    },
+                );
+                self.wrote = true;
+                Ok(Reply::Status("OK".into()))
             }
             "SPUBLISH" | "PUBLISH" => {
                 arity(3)?;

@@ -35,6 +35,8 @@ pub const RENEW_EVERY_MS: u64 = (LEASE_MS / 3).div_ceil(TICK_MS) * TICK_MS;
 const EPOCH_MS: u64 = 1_700_000_000_000;
 /// The lock's key.
 const KEY: &str = "rwlock:{m}";
+/// The key guarded writes set (in the lock's slot).
+const DATA: &str = "data:{m}";
 
 /// The bounds of one check.
 #[derive(Clone, Debug)]
@@ -58,6 +60,8 @@ pub struct Bounds {
     pub give_ups: u8,
     /// The replica's clock minus the master's (ms).
     pub replica_skew_ms: i64,
+    /// Holders make guarded writes.
+    pub writes: bool,
 }
 
 impl Bounds {
@@ -75,6 +79,7 @@ impl Bounds {
             breaks: 0,
             give_ups: 0,
             replica_skew_ms: 250,
+            writes: false,
         };
         vec![
             (
@@ -98,9 +103,12 @@ impl Bounds {
             ),
             (
                 "break",
-                "two writers; an operator breaks the lock under a holder",
+                "two writers that write through guarded calls; an operator breaks the lock \
+                 under a holder",
                 Bounds {
                     breaks: 1,
+                    writes: true,
+                    ticks: 7,
                     ..base.clone()
                 },
             ),
@@ -238,6 +246,10 @@ pub struct State {
     pub starved: bool,
     /// Set when a reply was not one the protocol documents.
     pub odd_reply: bool,
+    /// Set when a guarded write landed without a hold the server had, from a holder an
+    /// operator broke, or while another client believed a conflicting hold.
+    pub guarded_astray: bool,
+    pub guarded_landed: bool,
     pub handoffs_taken: u8,
     pub granted_past_dead: bool,
     /// A waiter of a broken client heard its client's name and stopped.
@@ -257,6 +269,10 @@ pub enum Action {
     /// Client `c`'s `WAIT` falls short (times out, or its connection is gone).
     WaitShort(u8),
     Renew(u8),
+    /// Client `c` sets the data key through a guarded call under its hold (also after
+    /// its belief ended: a holder paused past its lease writes as it wakes, before it
+    /// looks at the time; the server must refuse it).
+    GuardedWrite(u8),
     Release(u8),
     /// A waiter gives up and withdraws.
     GiveUp(u8),
@@ -341,6 +357,17 @@ impl System {
     /// Runs function `name` on the master, then replicates what it wrote. Returns the
     /// reply, the master's clock, and the messages published.
     fn call(&self, s: &mut State, name: &str, args: &[&str]) -> (Reply, u64, Vec<String>) {
+        self.call_keys(s, name, &[KEY], args)
+    }
+
+    /// As `call`, with the keys given.
+    fn call_keys(
+        &self,
+        s: &mut State,
+        name: &str,
+        keys: &[&str],
+        args: &[&str],
+    ) -> (Reply, u64, Vec<String>) {
         let node = s.master as usize;
         let now = self.clock(s, s.master);
         let mut call = Call {
@@ -357,7 +384,7 @@ impl System {
                 *cell = Some((self.text_id, engine));
             }
             let (_, engine) = cell.as_ref().expect("set above");
-            engine.fcall(&mut call, &full, &[KEY], args)
+            engine.fcall(&mut call, &full, keys, args)
         });
         s.nodes[node].keys = call.keys;
         if call.wrote && s.replica.is_some() {
@@ -637,6 +664,8 @@ impl Model for System {
             fence_regressed: false,
             starved: false,
             odd_reply: false,
+            guarded_astray: false,
+            guarded_landed: false,
             handoffs_taken: 0,
             granted_past_dead: false,
             broken_waiter_stopped: false,
@@ -700,6 +729,9 @@ impl Model for System {
                     let sent = until + MARGIN_MS - LEASE_MS;
                     if now < *until && now >= sent + RENEW_EVERY_MS && fresh {
                         actions.push(Action::Renew(i));
+                    }
+                    if self.bounds.writes && fresh {
+                        actions.push(Action::GuardedWrite(i));
                     }
                     actions.push(Action::Release(i));
                 }
@@ -877,6 +909,46 @@ impl Model for System {
                     self.end_cycle(&mut s, c);
                 }
             }
+            Action::GuardedWrite(c) => {
+                let Phase::Holding { .. } = s.clients[c as usize].phase else {
+                    return None;
+                };
+                s.clients[c as usize].acted = Some(s.ticks);
+                let at = self.clock(&s, s.master);
+                let id = s.clients[c as usize].id;
+                let had_hold = holds_on_server(&s.nodes[s.master as usize].keys, &owner(c), id, at);
+                let value = format!("c{c}");
+                let (reply, _, _) = self.call_keys(
+                    &mut s,
+                    "guarded",
+                    &[KEY, DATA],
+                    &[
+                        &owner(c),
+                        &id.to_string(),
+                        "1 0 1",
+                        "3",
+                        "ss-1",
+                        "SET",
+                        DATA,
+                        &value,
+                    ],
+                );
+                match reply.at(0).and_then(Reply::int) {
+                    Some(1) => {
+                        s.guarded_landed = true;
+                        let me = &s.clients[c as usize];
+                        let other_believes =
+                            s.clients.iter().enumerate().any(|(j, d)| {
+                                j != c as usize && !d.excused && System::believes(&s, d)
+                            });
+                        if !had_hold || me.excused || other_believes {
+                            s.guarded_astray = true;
+                        }
+                    }
+                    Some(2) => {}
+                    _ => s.odd_reply = true,
+                }
+            }
             Action::Release(c) => {
                 let id = s.clients[c as usize].id.to_string();
                 let (reply, at, messages) = self.call(&mut s, "release", &[&owner(c), &id]);
@@ -933,6 +1005,7 @@ impl Model for System {
             Property::always(FENCE_ORDER, |_, s: &State| !s.fence_regressed),
             Property::always(NO_NEEDLESS_WAIT, |_, s: &State| !s.starved),
             Property::always(REPLIES_KNOWN, |_, s: &State| !s.odd_reply),
+            Property::always(GUARDED_UNDER_HOLD, |_, s: &State| !s.guarded_astray),
         ];
         // what each scenario must reach (else it checked nothing of what it is for)
         properties.push(Property::sometimes(SOME_GRANT, |_, s: &State| {
@@ -944,6 +1017,11 @@ impl Model for System {
         if self.bounds.failovers > 0 {
             properties.push(Property::sometimes(SOME_FAILOVER_HOLD, |_, s: &State| {
                 s.failovers > 0 && s.clients.iter().any(|c| System::believes(s, c))
+            }));
+        }
+        if self.bounds.writes {
+            properties.push(Property::sometimes(SOME_GUARDED, |_, s: &State| {
+                s.guarded_landed
             }));
         }
         if self.bounds.breaks > 0 {
@@ -1013,4 +1091,37 @@ mod tests {
         };
         assert!(run(bounds, Some(Bug::BelieveBeforeWait)).contains(&EXCLUSION));
     }
+}
+
+/// Whether the lock's hash in `keys` has `owner`'s hold `id` with a deadline after `now`
+/// (read by the layout docs/PROTOCOL.md documents, not by the functions: the summary's
+/// lone hold, or the owner's entry `o:<owner>`).
+fn holds_on_server(keys: &Keyspace, owner: &str, id: u32, now: u64) -> bool {
+    let Some(Entry {
+        value: Value::Hash(h),
+        ..
+    }) = keys.get(KEY)
+    else {
+        return false;
+    };
+    let mut holds: Vec<&str> = Vec::new();
+    if let Some(summary) = h.get("s") {
+        let words: Vec<&str> = summary.split(' ').collect();
+        if words.len() == 11 && words[10] == owner {
+            holds.push(words[9]);
+        }
+    }
+    if let Some(entry) = h.get(&format!("o:{owner}")) {
+        holds.extend(entry.split(' '));
+    }
+    holds.iter().any(|hold| {
+        let mut parts = hold[1..].split(':');
+        let (Some(hid), Some(_fence), Some(deadline)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        hold.starts_with('w')
+            && hid == id.to_string()
+            && deadline.parse::<u64>().is_ok_and(|d| d > now)
+    })
 }

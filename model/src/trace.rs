@@ -36,6 +36,7 @@ fn name(a: &Action) -> String {
         Action::WaitAcked(c) => format!("client {c}'s WAIT: acknowledged"),
         Action::WaitShort(c) => format!("client {c}'s WAIT: short (timeout or connection gone)"),
         Action::Renew(c) => format!("client {c} renews"),
+        Action::GuardedWrite(c) => format!("client {c} writes through a guarded call"),
         Action::Release(c) => format!("client {c} releases"),
         Action::GiveUp(c) => format!("client {c} gives up and withdraws"),
         Action::Crash(c) => format!("client {c} crashes"),
