@@ -129,18 +129,33 @@ impl Bounds {
     /// is checked as well as the rest).
     pub fn limits() -> Vec<(&'static str, &'static str, Bounds, &'static str)> {
         let base = Bounds::scenarios().swap_remove(0).2;
-        vec![(
-            "dropped",
-            "the master stops listing a silent replica (repl-timeout), grants go on without \
+        vec![
+            (
+                "skew",
+                "the promoted replica's clock runs a second ahead of the master's: more than \
+                 the lease margin (500 ms), so holds end there before their holders stop \
+                 believing",
+                Bounds {
+                    replica_skew_ms: 1000,
+                    give_ups: 0,
+                    ticks: 6,
+                    ..base.clone()
+                },
+                EXCLUSION,
+            ),
+            (
+                "dropped",
+                "the master stops listing a silent replica (repl-timeout), grants go on without \
              it, then it is promoted with what it had",
-            Bounds {
-                drops: 1,
-                give_ups: 0,
-                ticks: 6,
-                ..base
-            },
-            EXCLUSION,
-        )]
+                Bounds {
+                    drops: 1,
+                    give_ups: 0,
+                    ticks: 6,
+                    ..base
+                },
+                EXCLUSION,
+            ),
+        ]
     }
 
     /// The scenario (or limit) of that name.
