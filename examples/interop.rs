@@ -5,6 +5,7 @@
 //! cargo run --example interop -- testbed                       # a cluster, until stdin closes
 //! cargo run --example interop -- hammer --url redis://127.0.0.1:7000 --name shared --mode write --seconds 5
 //! cargo run --example interop -- hold --url redis://127.0.0.1:7000 --name shared --mode write --for-ms 1000
+//! cargo run --example interop -- break --url redis://127.0.0.1:7000 --name shared --client worker-7
 //! ```
 //!
 //! * `testbed`: starts the test bed's six-node cluster (`CLUSTER_SERVER=valkey` for
@@ -19,11 +20,22 @@
 //!   `GRANTED <fence> <ns>`, holds it `--for-ms`, prints `RELEASING <ns>`, releases,
 //!   prints `RELEASED <ns>`.
 //!
+//!   With `--fenced-key KEY --value TEXT`, once granted it also stores TEXT at KEY in the
+//!   fenced store under its fence (`LockClient::fenced_set`) and prints
+//!   `FENCED <written> <fence>`. A hold lost meanwhile prints `LOST <ns>` and then
+//!   `RELEASE LockLost`; a wait stopped by an operator's break of this client prints
+//!   `BROKEN <client>`; both exit 0.
+//! * `break`: breaks the client `--client` on the lock `--name`
+//!   (`LockClient::break_client`) and prints `BROKE <holds_removed> <fence> <places_removed>`
+//!   (`-` for no fence).
+//!
 //! * `cycles`: uncontended cycles (write + release of a free lock) for `--seconds`, one
 //!   task (`--durability master` for no confirmation); prints `CYCLES <per second>`:
 //!   the Rust figure beside the Python benchmark's (`python/benches/bench.py`).
 //!
-//! `hammer`, `hold` and `cycles` take `--ca FILE` to trust that CA for `rediss://` URLs.
+//! `hammer`, `hold`, `break` and `cycles` take `--ca FILE` to trust that CA for `rediss://`
+//! URLs, and `--client-name NAME` for the client name in owner tokens (`rust-peer` by
+//! default).
 //!
 //! Every line is flushed at once; a failure prints `ERROR <message>` and exits 1.
 
@@ -63,7 +75,8 @@ fn say(line: String) {
 
 async fn client() -> Result<LockClient, BoxError> {
     let url = arg("--url").ok_or("--url is required")?;
-    let mut config = LockConfig::from_url(&url)?.client_name("rust-peer");
+    let name = arg("--client-name").unwrap_or_else(|| "rust-peer".into());
+    let mut config = LockConfig::from_url(&url)?.client_name(name);
     if let Some(ca) = arg("--ca") {
         config = tls_ca(config, std::fs::read(ca)?)?;
     }
@@ -123,12 +136,50 @@ async fn hold() -> Result<(), BoxError> {
     let client = client().await?;
     let lock = client.rwlock(&arg("--name").ok_or("--name is required")?)?;
     let timeout = Duration::from_millis(number("--timeout-ms", 10_000)?);
-    let guard = lock.acquire_timeout(mode()?, timeout).await?;
+    let guard = match lock.acquire_timeout(mode()?, timeout).await {
+        Err(cluster_rwlock::Error::Broken { client: name }) => {
+            say(format!("BROKEN {name}"));
+            client.close().await;
+            return Ok(());
+        }
+        other => other?,
+    };
     say(format!("GRANTED {} {}", guard.fence(), now_ns()));
-    tokio::time::sleep(Duration::from_millis(number("--for-ms", 1000)?)).await;
+    if let Some(key) = arg("--fenced-key") {
+        let value = arg("--value").unwrap_or_default();
+        let w = client.fenced_set(&key, guard.fence(), value).await?;
+        say(format!("FENCED {} {}", w.written, w.fence));
+    }
+    let held = tokio::time::sleep(Duration::from_millis(number("--for-ms", 1000)?));
+    tokio::select! {
+        _ = held => {}
+        _ = guard.lost() => {
+            say(format!("LOST {}", now_ns()));
+            match guard.release().await {
+                Err(cluster_rwlock::Error::LockLost) => say("RELEASE LockLost".into()),
+                other => other?,
+            }
+            client.close().await;
+            return Ok(());
+        }
+    }
     say(format!("RELEASING {}", now_ns()));
     guard.release().await?;
     say(format!("RELEASED {}", now_ns()));
+    client.close().await;
+    Ok(())
+}
+
+async fn break_client() -> Result<(), BoxError> {
+    let client = client().await?;
+    let name = arg("--name").ok_or("--name is required")?;
+    let victim = arg("--client").ok_or("--client is required")?;
+    let r = client.break_client(&name, &victim).await?;
+    let fence = r.fence.map_or("-".into(), |f| f.to_string());
+    say(format!(
+        "BROKE {} {fence} {}",
+        r.holds_removed, r.places_removed
+    ));
     client.close().await;
     Ok(())
 }
@@ -180,9 +231,10 @@ async fn main() {
         Some("testbed") => testbed().await,
         Some("hammer") => hammer().await,
         Some("hold") => hold().await,
+        Some("break") => break_client().await,
         Some("cycles") => cycles().await,
         _ => Err(
-            "usage: interop testbed | hammer ... | hold ... | cycles ... (see the file's docs)"
+            "usage: interop testbed | hammer ... | hold ... | break ... | cycles ... (see the file's docs)"
                 .into(),
         ),
     };

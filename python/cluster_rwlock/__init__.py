@@ -42,13 +42,13 @@ import atexit
 import signal
 import threading
 import weakref
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _native
 from . import errors
 from .errors import *  # noqa: F401,F403 (the exceptions, listed once: errors.__all__)
 from .errors import LockError, LockLost
-from .guarded import Compare, Condition, Guarded, Outcome, Word
+from .guarded import Compare, Condition, Guarded, Outcome, Word, _word
 
 __all__ = [
     "connect",
@@ -68,6 +68,7 @@ __all__ = [
     "Compare",
     "Outcome",
     "Word",
+    "FencedWrite",
 ] + errors.__all__
 
 Urls = Union[str, Iterable[str]]
@@ -255,6 +256,20 @@ class _ClientBase:
         return {"holds_removed": removed, "fence": fence}
 
 
+class FencedWrite(NamedTuple):
+    """What :meth:`Client.fenced_set` did."""
+
+    #: Whether the value was written.
+    written: bool
+    #: The fence that wrote last: the caller's when written, else the higher one that
+    #: refused it.
+    fence: int
+
+
+def _broken(removed: int, fence: Optional[int], places: int) -> Dict[str, Any]:
+    return {"holds_removed": removed, "fence": fence, "places_removed": places}
+
+
 class Client(_ClientBase):
     """A connected client (see :func:`connect`). Thread-safe; one per process is enough.
     ``with connect(...) as client:`` closes it at the end."""
@@ -272,6 +287,54 @@ class Client(_ClientBase):
         ``(name, mode)`` pairs, mode ``"read"``, ``"write"`` or ``"upgradable"``. Raises
         :class:`InvalidName`."""
         return MultiLock(self._native.multi([(str(n), str(m)) for n, m in members]))
+
+    def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
+        """Breaks every hold the client named ``client_name`` (the ``client_name`` of
+        its :func:`connect`) has on the lock ``name``, blocking, and takes its places in
+        the queue out, so that the lock is not handed to another thread of the same
+        stuck process: a waiter of that client still running stops with
+        :class:`Broken`. The other waiters are woken and the fence raised, as by
+        :meth:`force_release`; holds taken under an explicit owner token stay.
+        ``lock.state()`` before it tells who would go (each holder's ``client``).
+        Returns ``{"holds_removed", "fence", "places_removed"}``. Raises
+        :class:`InvalidName`, or :class:`InvalidConfig` for a name no client may have.
+
+        >>> client.break_client("orders:{42}", "worker-7@host-b")
+        {'holds_removed': 1, 'fence': 18, 'places_removed': 2}
+        """
+        return _broken(*self._native.break_client(name, client_name))
+
+    def fenced_set(self, key: str, fence: int, value: Word) -> FencedWrite:
+        """Stores ``value`` (bytes, or a str as UTF-8, or an int as its digits) at
+        ``key`` with ``fence``, blocking, unless a higher fence wrote there: a holder
+        that lost its lock and writes late with its old fence cannot overwrite what a
+        later holder wrote. For data outside the lock's slot (guarded calls are for data
+        in it), written by code that has only the fence. ``key`` is a hash of two
+        fields, ``fence`` and ``value``; an equal fence may write again. Confirmed by the
+        replicas as a grant is (``durability``). Once sent, the write lands even if the
+        caller is interrupted.
+
+        Returns a :class:`FencedWrite`: ``written``, and the ``fence`` that wrote last
+        (the caller's, or the higher one that refused it). Raises :class:`WrongType`
+        when ``key`` holds something else than a hash (nothing is touched),
+        :class:`LockKey` when ``key`` is a lock's own key (nothing is sent),
+        :class:`WriteNotReplicated` when the value was written on the master (and
+        stays) but too few replicas acknowledged it in time, :class:`Unavailable`.
+
+        >>> with lock.write(timeout=5) as w:
+        ...     report = compute()
+        ...     if not client.fenced_set("report:latest", w.fence, report).written:
+        ...         print("a newer holder wrote the report; ours is dropped")
+        """
+        written, last = self._native.fenced_set(key, fence, _word(value))
+        return FencedWrite(written, last)
+
+    def fenced_get(self, key: str) -> Optional[Tuple[int, bytes]]:
+        """The value :meth:`fenced_set` stored at ``key`` and the fence that wrote it,
+        blocking: ``(fence, value)``, or ``None`` when there is none. Raises
+        :class:`ProtocolError` when ``key`` is not a value of :meth:`fenced_set`,
+        :class:`WrongType` when it is not a hash."""
+        return self._native.fenced_get(key)
 
     def close(self) -> int:
         """Gives back what dropped holds left, then closes; returns how many give-backs
@@ -297,6 +360,21 @@ class AsyncClient(_ClientBase):
     def multi(self, members: Iterable[Tuple[str, str]]) -> "AsyncMultiLock":
         """As :meth:`Client.multi`, for asyncio."""
         return AsyncMultiLock(self._native.multi([(str(n), str(m)) for n, m in members]))
+
+    async def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
+        """As :meth:`Client.break_client`, awaitable."""
+        return _broken(*await self._native.break_client_async(name, client_name))
+
+    async def fenced_set(self, key: str, fence: int, value: Word) -> FencedWrite:
+        """As :meth:`Client.fenced_set`, awaitable. Once sent, the write lands even if
+        the task is cancelled."""
+        written, last = await self._native.fenced_set_async(key, fence, _word(value))
+        return FencedWrite(written, last)
+
+    async def fenced_get(self, key: str) -> Optional[Tuple[int, bytes]]:
+        """As :meth:`Client.fenced_get`, awaitable."""
+        got: Optional[Tuple[int, bytes]] = await self._native.fenced_get_async(key)
+        return got
 
     async def close(self) -> int:
         """As :meth:`Client.close`."""
@@ -345,8 +423,11 @@ class _LockBase:
 
     def state(self) -> Dict[str, Any]:
         """Who holds and who waits, read from the server (blocking): ``mode``, ``fence``,
-        ``holders`` (each ``owner``, ``mode``, ``holds``, ``lease_left``,
-        ``renewed_ago``, ``overdue``), ``waiting_writers``, ``waiting_readers``."""
+        ``holders`` (each ``owner``; ``client``, the client name in the owner token,
+        as ``cluster-rwlock inspect --json`` shows it and :meth:`Client.break_client`
+        takes it, ``None`` for an explicit owner token; ``mode``, ``holds``,
+        ``lease_left``, ``renewed_ago``, ``overdue``), ``waiting_writers``,
+        ``waiting_readers``."""
         state: Dict[str, Any] = self._native.state()
         return state
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cluster_rwlock::{LockClient, LockState, Mode, MultiLock, RwLock};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::guard::NativeGuard;
 use crate::options::{config, Options};
@@ -117,6 +117,85 @@ impl NativeClient {
         })
     }
 
+    /// Breaks every hold of the client named `client_name` on the lock `name`, and its
+    /// places in the queue, blocking; returns `(holds_removed, fence, places_removed)`.
+    fn break_client(
+        &self,
+        py: Python<'_>,
+        name: String,
+        client_name: String,
+    ) -> PyResult<(u64, Option<u64>, u64)> {
+        let client = self.client.clone();
+        wait(py, async move {
+            let r = client.break_client(&name, &client_name).await?;
+            Ok((r.holds_removed, r.fence, r.places_removed))
+        })
+    }
+
+    /// As `break_client`, as an awaitable.
+    fn break_client_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        client_name: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        awaitable(py, async move {
+            let r = client.break_client(&name, &client_name).await?;
+            Ok((r.holds_removed, r.fence, r.places_removed))
+        })
+    }
+
+    /// Stores `value` at `key` with `fence` unless a higher fence wrote there, blocking;
+    /// returns `(written, fence)`: the fence that wrote last.
+    fn fenced_set(
+        &self,
+        py: Python<'_>,
+        key: String,
+        fence: u64,
+        value: Vec<u8>,
+    ) -> PyResult<(bool, u64)> {
+        let client = self.client.clone();
+        wait(py, async move {
+            let w = client.fenced_set(&key, fence, value).await?;
+            Ok((w.written, w.fence))
+        })
+    }
+
+    /// As `fenced_set`, as an awaitable.
+    fn fenced_set_async<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        fence: u64,
+        value: Vec<u8>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        awaitable(py, async move {
+            let w = client.fenced_set(&key, fence, value).await?;
+            Ok((w.written, w.fence))
+        })
+    }
+
+    /// The value `fenced_set` stored at `key` and the fence that wrote it, blocking:
+    /// `(fence, value)`, or `None` when there is none.
+    fn fenced_get(&self, py: Python<'_>, key: String) -> PyResult<Option<(u64, FencedValue)>> {
+        let client = self.client.clone();
+        wait(py, async move {
+            let got = client.fenced_get(&key).await?;
+            Ok(got.map(|(fence, value)| (fence, FencedValue(value))))
+        })
+    }
+
+    /// As `fenced_get`, as an awaitable.
+    fn fenced_get_async<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        awaitable(py, async move {
+            let got = client.fenced_get(&key).await?;
+            Ok(got.map(|(fence, value)| (fence, FencedValue(value))))
+        })
+    }
+
     /// Gives back what dropped holds left and closes the connections, blocking; returns
     /// how many give-backs were still unsent.
     fn close(&self, py: Python<'_>) -> PyResult<usize> {
@@ -128,6 +207,20 @@ impl NativeClient {
     fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = self.client.clone();
         awaitable(py, async move { Ok(client.close().await) })
+    }
+}
+
+/// A value of the fenced store, handed to Python as `bytes` (a `Vec<u8>` would be a
+/// list of ints).
+struct FencedValue(Vec<u8>);
+
+impl<'py> IntoPyObject<'py> for FencedValue {
+    type Target = PyBytes;
+    type Output = Bound<'py, PyBytes>;
+    type Error = std::convert::Infallible;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(PyBytes::new(py, &self.0))
     }
 }
 
@@ -248,8 +341,9 @@ impl NativeLock {
     }
 }
 
-/// `s` as Python reads it: `mode`, `fence`, `holders` (owner, mode, holds, lease left in
-/// seconds), `waiting_writers`, `waiting_readers`.
+/// `s` as Python reads it: `mode`, `fence`, `holders` (owner, client name, mode, holds,
+/// lease left and time since the last renewal in seconds, overdue), `waiting_writers`,
+/// `waiting_readers`.
 fn state_dict<'py>(py: Python<'py>, s: &LockState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("mode", s.mode.map(|m| m.as_str()))?;
@@ -260,6 +354,7 @@ fn state_dict<'py>(py: Python<'py>, s: &LockState) -> PyResult<Bound<'py, PyDict
         .map(|h| {
             let one = PyDict::new(py);
             one.set_item("owner", &h.owner)?;
+            one.set_item("client", h.client_name())?;
             one.set_item("mode", h.mode.as_str())?;
             one.set_item("holds", h.count)?;
             one.set_item("lease_left", h.lease_left.as_secs_f64())?;

@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import uuid
 
 import pytest
 
@@ -554,3 +556,165 @@ def test_a_cancelled_upgrade_tells_its_guard_at_once(client, seeds, name):
             w.release()
 
     asyncio.run(main())
+
+
+def test_the_fenced_store_keeps_the_highest_fence(client, seeds, name):
+    tag = name[name.index("{"):]
+    key = "fenced:{%s}" % uuid.uuid4().hex  # another slot than the lock's
+    assert client.fenced_get(key) is None
+    assert client.fenced_set(key, 5, "five") == cluster_rwlock.FencedWrite(True, 5)
+    late = client.fenced_set(key, 3, b"three")
+    assert not late.written and late.fence == 5
+    assert client.fenced_get(key) == (5, b"five")
+    assert client.fenced_set(key, 5, b"again").written  # an equal fence writes again
+    assert client.fenced_set(key, 9, 42) == (True, 9)
+    assert client.fenced_get(key) == (9, b"42")
+    # a lock's own key is refused before anything is sent
+    lock = client.rwlock(name)
+    with pytest.raises(cluster_rwlock.LockKey) as caught:
+        client.fenced_set(lock.key, 1, "x")
+    e = caught.value
+    assert isinstance(e, cluster_rwlock.InvalidCommand) and isinstance(e, ValueError)
+    assert e.key == lock.key and not e.is_retryable
+    # a key of another type is left as it is; a hash that is not a fenced value is named
+    with lock.write(timeout=5) as w:
+        w.guarded().set(f"plain:{tag}", "x").hset(f"half:{tag}", "fence", "1").run()
+    with pytest.raises(cluster_rwlock.WrongType) as caught:
+        client.fenced_set(f"plain:{tag}", 1, "y")
+    assert caught.value.key == f"plain:{tag}" and caught.value.found == "string"
+    with pytest.raises(cluster_rwlock.ProtocolError):
+        client.fenced_get(f"half:{tag}")
+    with lock.read(timeout=5) as r:
+        assert r.guarded().get(f"plain:{tag}").run() == [b"x"]
+
+    async def main():
+        async with await cluster_rwlock.connect_async(seeds, **tls()) as ac:
+            assert await ac.fenced_set(key, 8, "old") == (False, 9)
+            assert await ac.fenced_set(key, 10, b"ten") == (True, 10)
+            assert await ac.fenced_get(key) == (10, b"ten")
+            assert await ac.fenced_get(key + ":none") is None
+            with pytest.raises(cluster_rwlock.LockKey):
+                await ac.fenced_set(lock.key, 1, "x")
+
+    import asyncio
+    asyncio.run(main())
+
+
+def test_holders_carry_their_client_name(client, seeds, name):
+    other = cluster_rwlock.connect(seeds, client_name="holder-b", **tls())
+    try:
+        a, b = client.rwlock(name).read(timeout=5), other.rwlock(name).read(timeout=5)
+        holders = {h["owner"]: h for h in client.rwlock(name).state()["holders"]}
+        assert holders[a.owner]["client"] == "pytest"
+        assert holders[b.owner]["client"] == "holder-b"
+        a.release()
+        b.release()
+    finally:
+        other.close()
+
+
+def test_break_client_takes_a_clients_holds_and_places(client, seeds, name):
+    victim_name = "victim-" + uuid.uuid4().hex[:8]
+    victim = cluster_rwlock.connect(seeds, client_name=victim_name, lease=0.6, **tls())
+    try:
+        held = victim.rwlock(name).write(timeout=5)
+        outcome = []
+
+        def wait():
+            try:
+                victim.rwlock(name).write(timeout=20).release()
+                outcome.append("granted")
+            except cluster_rwlock.Broken as e:
+                outcome.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        lock = client.rwlock(name)
+        deadline = time.monotonic() + 5
+        while not lock.state()["waiting_writers"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        state = lock.state()
+        assert [h["client"] for h in state["holders"]] == [victim_name]
+        assert len(state["waiting_writers"]) == 1
+        with pytest.raises(cluster_rwlock.InvalidConfig):
+            client.break_client(name, "no spaces allowed")
+        nobody = client.break_client(name, "someone-else")
+        assert nobody["holds_removed"] == 0 and nobody["places_removed"] == 0
+        broken = client.break_client(name, victim_name)
+        assert broken["holds_removed"] == 1 and broken["places_removed"] == 1
+        assert broken["fence"] >= held.fence
+        waiter.join(5)
+        assert not waiter.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], cluster_rwlock.Broken), outcome
+        assert outcome[0].client == victim_name and not outcome[0].is_retryable
+        assert held.lost.wait(2.0), "the broken holder was not told within 2 s"
+        with pytest.raises(cluster_rwlock.LockLost):
+            held.release()
+        with lock.write(timeout=2) as w:
+            assert w.fence > broken["fence"]
+    finally:
+        victim.close()
+
+    async def main():
+        async with await cluster_rwlock.connect_async(seeds, client_name=victim_name, **tls()) as ac:
+            r = await ac.rwlock(name).read(timeout=5)
+            broken = await ac.break_client(name, victim_name)
+            assert broken["holds_removed"] == 1 and broken["places_removed"] == 0
+            assert broken["fence"] >= r.fence
+            with pytest.raises(cluster_rwlock.InvalidName):
+                await ac.break_client("", victim_name)
+
+    import asyncio
+    asyncio.run(main())
+
+
+# Every kind of the Rust client's error (src/error.rs) and the class it is raised as.
+RUST_KINDS = {
+    "InvalidName": "InvalidName", "InvalidConfig": "InvalidConfig",
+    "InvalidOwner": "InvalidOwner", "Timeout": "Timeout",
+    "UpgradeDeadlock": "UpgradeDeadlock", "LockLost": "LockLost", "Broken": "Broken",
+    "NotReplicated": "NotReplicated", "WriteNotReplicated": "WriteNotReplicated",
+    "LockKey": "LockKey", "WrongType": "WrongType", "Corrupt": "Corrupt",
+    "OtherLayout": "OtherLayout", "NotSetUp": "NotSetUp", "Unsupported": "Unsupported",
+    "Protocol": "ProtocolError", "Closed": "Closed", "Unavailable": "Unavailable",
+    "InvalidCommand": "InvalidCommand", "WrongSlot": "WrongSlot",
+    "CommandFailed": "CommandFailed", "ConditionFailed": "ConditionFailed",
+    "Server": "ServerError", "Connection": "ConnectionFailed",
+    "Connect": None,  # raised as the class of its cause, with `addr`
+}
+
+
+def test_every_rust_error_kind_has_a_class():
+    import pathlib
+    import re
+
+    source = pathlib.Path(__file__).resolve().parents[2] / "src" / "error.rs"
+    if source.exists():
+        body = source.read_text().split("pub enum Error {", 1)[1].split("\n}\n", 1)[0]
+        variants = re.findall(r"^    ([A-Z][A-Za-z]*)\b", body, re.M)
+        assert sorted(variants) == sorted(RUST_KINDS), "a kind of the Rust error has no class here"
+    for kind, cls in RUST_KINDS.items():
+        if cls is None:
+            continue
+        c = getattr(cluster_rwlock, cls)
+        assert issubclass(c, cluster_rwlock.LockError) and c.__doc__, kind
+        assert cls in cluster_rwlock.errors.__all__
+    e = cluster_rwlock.errors
+    assert issubclass(e.InvalidOwner, e.InvalidConfig)
+    assert issubclass(e.WriteNotReplicated, e.NotReplicated)
+    assert issubclass(e.WrongSlot, e.InvalidCommand) and issubclass(e.LockKey, e.InvalidCommand)
+    assert issubclass(e.NotSetUp, e.PermissionDenied)
+    assert issubclass(e.ConnectionFailed, ConnectionError)
+
+
+def test_errors_are_raised_as_their_own_kind(client, name):
+    with pytest.raises(cluster_rwlock.InvalidOwner) as caught:
+        client.force_release(name, "an owner with spaces")
+    assert isinstance(caught.value, cluster_rwlock.InvalidConfig)
+    with client.rwlock(name).write(timeout=5) as w:
+        elsewhere = "k:{%s}" % uuid.uuid4().hex
+        with pytest.raises(cluster_rwlock.WrongSlot) as caught:
+            w.guarded().set(elsewhere, "x").run()
+    e = caught.value
+    assert e.key == elsewhere and e.lock_slot == w.lock.slot and e.key_slot != e.lock_slot
+    assert e.hint and isinstance(e, cluster_rwlock.InvalidCommand)

@@ -1,6 +1,8 @@
 """Rust and Python holders of the same locks: they exclude each other, their fences
-grow across both, a Python waiter is woken by a Rust release, and a frozen Python holder
-loses to a Rust writer and is told. The Rust side is `examples/interop.rs`; both sides
+grow across both, a Python waiter is woken by a Rust release, a frozen Python holder
+loses to a Rust writer and is told, a late Python write to the fenced store is refused
+after a Rust writer's, and an operator's break of a client reaches its holders and
+waiters whichever side breaks. The Rust side is `examples/interop.rs`; both sides
 stamp their holds with the wall clock of this one machine (`time.time_ns()`)."""
 
 import os
@@ -10,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -167,6 +170,92 @@ def test_a_frozen_python_holder_loses_to_a_rust_writer_and_is_told(client, inter
     tag = name[name.index("{"):]
     with client.rwlock(name).read(timeout=5) as r:
         assert r.guarded().get("late:" + tag).run() == [None]
+
+
+def test_a_late_python_fenced_write_is_refused_after_a_rust_writers(client, interop, seeds, name):
+    key = "report:{%s}" % uuid.uuid4().hex  # another slot than the lock's
+    w = client.rwlock(name).write(timeout=5)
+    assert client.fenced_set(key, w.fence, "python") == (True, w.fence)
+    # the Python holder is taken for dead: an operator breaks its hold
+    assert client.force_release(name)["holds_removed"] == 1
+    writer = rust(interop, seeds, "hold", "--name", name, "--mode", "write", "--for-ms", "100",
+                  "--fenced-key", key, "--value", "rust")
+    out = writer.communicate(timeout=30)[0].split("\n")
+    assert writer.returncode == 0, out
+    rust_fence = int(out[0].split()[1])
+    assert rust_fence > w.fence
+    assert out[1] == f"FENCED true {rust_fence}", out
+    # the Python holder, late, writes with its old fence: refused, the Rust value stays
+    late = client.fenced_set(key, w.fence, "python, late")
+    assert not late.written and late.fence == rust_fence
+    assert client.fenced_get(key) == (rust_fence, b"rust")
+    with pytest.raises(cluster_rwlock.LockLost):
+        w.release()
+
+
+def test_a_rust_operators_break_reaches_a_python_holder_and_waiter(interop, seeds, name):
+    victim_name = "py-victim-" + uuid.uuid4().hex[:8]
+    with cluster_rwlock.connect(seeds, client_name=victim_name, lease=0.6, **tls()) as victim:
+        held = victim.rwlock(name).write(timeout=5)
+        outcome = []
+
+        def wait():
+            try:
+                victim.rwlock(name).write(timeout=30).release()
+                outcome.append("granted")
+            except cluster_rwlock.LockError as e:
+                outcome.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        deadline = time.monotonic() + 5
+        while not held.lock.state()["waiting_writers"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        operator = rust(interop, seeds, "break", "--name", name, "--client", victim_name)
+        out = operator.communicate(timeout=30)[0].split()
+        assert operator.returncode == 0, out
+        assert out[0] == "BROKE" and out[1] == "1" and out[3] == "1", out
+        waiter.join(5)
+        assert not waiter.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], cluster_rwlock.Broken), outcome
+        assert outcome[0].client == victim_name
+        assert held.lost.wait(2.0), "the broken Python holder was not told within 2 s"
+        with pytest.raises(cluster_rwlock.LockLost):
+            held.release()
+        assert held.lock.state()["holders"] == []
+
+
+def test_python_breaks_a_rust_clients_holder_and_waiter(client, interop, seeds, name):
+    victim_name = "rust-victim-" + uuid.uuid4().hex[:8]
+    common = ["--name", name, "--mode", "write", "--client-name", victim_name,
+              "--lease-ms", "1500", "--for-ms", "60000", "--timeout-ms", "60000"]
+    holder = rust(interop, seeds, "hold", *common)
+    waiter = None
+    try:
+        granted = holder.stdout.readline().split()
+        assert granted[0] == "GRANTED", granted
+        waiter = rust(interop, seeds, "hold", *common)
+        lock = client.rwlock(name)
+        deadline = time.monotonic() + 10
+        while not lock.state()["waiting_writers"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        state = lock.state()
+        assert [h["client"] for h in state["holders"]] == [victim_name]
+        assert len(state["waiting_writers"]) == 1
+        broken = client.break_client(name, victim_name)
+        assert broken["holds_removed"] == 1 and broken["places_removed"] == 1, broken
+        assert broken["fence"] >= int(granted[1])
+        out = waiter.communicate(timeout=10)[0].split("\n")
+        assert waiter.returncode == 0 and out[0] == f"BROKEN {victim_name}", out
+        out = holder.communicate(timeout=10)[0].split("\n")
+        assert holder.returncode == 0, out
+        assert out[0].startswith("LOST ") and out[1] == "RELEASE LockLost", out
+        with lock.write(timeout=2) as w:
+            assert w.fence > broken["fence"]
+    finally:
+        for p in (holder, waiter):
+            if p is not None and p.poll() is None:
+                p.kill()
 
 
 def test_the_overlap_check_finds_what_it_is_for():
