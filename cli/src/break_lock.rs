@@ -5,9 +5,9 @@ use cluster_rwlock::{client_name_of, LockClient, LockState};
 
 use crate::args::BreakArgs;
 use crate::clock::secs;
-use crate::fail;
-use crate::inspect::lock_and_state;
+use crate::code::fail;
 use crate::shown::escaped;
+use crate::state::lock_and_state;
 
 /// `break`: what would go (without `--yes`), or the break itself.
 pub async fn break_lock(client: &LockClient, cli_prefix: &str, a: &BreakArgs) -> i32 {
@@ -190,7 +190,7 @@ async fn break_client(client: &LockClient, name: &str, who: &str, yes: bool) -> 
 
 /// Client `who`'s holds and places on every lock under the prefix.
 async fn break_client_everywhere(client: &LockClient, prefix: &str, who: &str, yes: bool) -> i32 {
-    let keys = match crate::list::lock_keys(client, prefix).await {
+    let keys = match crate::scan::lock_keys(client, prefix).await {
         Ok(k) => k,
         Err(e) => {
             eprintln!("cluster-rwlock: SCAN failed: {}", escaped(&e.to_string()));

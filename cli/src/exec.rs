@@ -6,7 +6,7 @@ use cluster_rwlock::LockClient;
 use serde_json::{json, Value as Json};
 
 use crate::args::ExecArgs;
-use crate::{code, fail};
+use crate::code::{self, fail};
 
 /// The commands: the words between `;` separators, empty ones dropped.
 fn commands(words: &[String]) -> Vec<&[String]> {
@@ -90,7 +90,7 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         );
         return fail("the guarded commands", &e);
     }
-    let guard = match crate::run::acquire(&lock, a.write, a.timeout).await {
+    let guard = match crate::wait::acquire(&lock, a.write, a.timeout).await {
         Ok(g) => g,
         Err(code) => return code,
     };

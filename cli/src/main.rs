@@ -9,44 +9,31 @@ macro_rules! say {
     };
 }
 
-mod args;
-mod break_lock;
-mod clock;
-mod connect;
-mod exec;
-mod inspect;
-mod list;
-mod replicas;
-mod run;
-mod setup;
-mod shown;
-mod top;
-mod watch;
+// The subcommands, one module each; none imports another.
+mod break_lock; // `break`: remove a stuck holder's holds, or a client's
+mod exec; // `exec`: Redis commands under the lock, as one guarded call
+mod inspect; // `inspect`: one lock's holders, waiters and fence
+mod list; // `list`: every lock under the prefix
+mod run; // `run`: hold the lock while a command runs
+mod setup; // `setup`: load the function library on every master
+mod top; // `top`: a live table of the busy locks
+mod watch; // `watch`: a live view of one lock's grants, releases and hand-offs
+
+// What the subcommands share; none imports a subcommand.
+mod args; // the command line (clap)
+mod clock; // durations and times as the commands print them
+mod code; // exit codes, and an error of the library as one
+mod connect; // the client's configuration from the command line
+mod replicas; // replicas that are not acknowledging, per master
+mod scan; // the lock keys under a prefix, on every master
+mod shown; // output: escaping, and a closed pipe that ends quietly
+mod signals; // SIGINT and SIGTERM, listened to once
+mod state; // a lock's state as text or JSON, and reading it
+mod wait; // taking the lock as --write/--read and --timeout say
 
 use clap::Parser;
 
 use args::{Cli, Command};
-
-/// Exit codes, as `flock(1)`, `timeout(1)` and sysexits.h have them.
-pub mod code {
-    /// Bad arguments.
-    pub const USAGE: i32 = 64;
-    /// Redis could not be reached, or answered with an error.
-    pub const UNAVAILABLE: i32 = 69;
-    /// The lease was lost while the command ran.
-    pub const LOST: i32 = 70;
-    /// The lock was not granted within `--timeout`.
-    pub const BUSY: i32 = 75;
-    /// `exec`: a command failed, or would have: nothing the call did stays written (all
-    /// or nothing).
-    pub const COMMAND_FAILED: i32 = 65;
-    /// `break`: the lock held nothing to break (of the owner given).
-    pub const NOTHING_HELD: i32 = 3;
-    /// The command could not be run.
-    pub const NOT_EXECUTABLE: i32 = 126;
-    /// The command was not found.
-    pub const NOT_FOUND: i32 = 127;
-}
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -127,24 +114,4 @@ fn connect_hint(url: &str) -> String {
         );
     }
     hint
-}
-
-/// Prints an error of the library and returns its exit code.
-pub fn fail(what: &str, e: &cluster_rwlock::Error) -> i32 {
-    eprintln!(
-        "cluster-rwlock: {}: {}",
-        shown::escaped(what),
-        shown::escaped(&e.to_string())
-    );
-    match e {
-        cluster_rwlock::Error::Timeout(_) => code::BUSY,
-        cluster_rwlock::Error::InvalidName(_)
-        | cluster_rwlock::Error::InvalidCommand(_)
-        | cluster_rwlock::Error::WrongSlot { .. }
-        | cluster_rwlock::Error::LockKey { .. }
-        | cluster_rwlock::Error::InvalidConfig(_)
-        | cluster_rwlock::Error::InvalidOwner(_) => code::USAGE,
-        cluster_rwlock::Error::LockLost => code::LOST,
-        _ => code::UNAVAILABLE,
-    }
 }

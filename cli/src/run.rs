@@ -3,61 +3,13 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use cluster_rwlock::{AnyGuard as Guard, LockClient, Mode, RwLock};
+use cluster_rwlock::{AnyGuard as Guard, LockClient, RwLock};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::args::{OnLost, RunArgs};
+use crate::code::{self, fail};
 use crate::shown::escaped;
-use crate::{code, fail};
-
-/// The lock in write mode or read, as `--write`/`--read` and `--timeout` say (`0`: one
-/// attempt), or the exit code, said on stderr (busy: 75). For `run` and `exec`.
-pub async fn acquire(
-    lock: &RwLock,
-    write: bool,
-    timeout: Option<std::time::Duration>,
-) -> Result<Guard, i32> {
-    let mode = if write { Mode::Write } else { Mode::Read };
-    let got = match timeout {
-        Some(t) if t.is_zero() => lock.try_acquire(mode).await,
-        Some(t) => lock.acquire_timeout(mode, t).await.map(Some),
-        None => wait_on(lock, mode).await.map(Some),
-    };
-    match got {
-        Ok(Some(g)) => Ok(g),
-        Ok(None) => {
-            eprintln!("cluster-rwlock: {} is busy", escaped(lock.name()));
-            Err(code::BUSY)
-        }
-        Err(e) => Err(fail(&format!("cannot acquire {}", lock.name()), &e)),
-    }
-}
-
-/// Without `--timeout`: as long as it takes, through errors that pass (a failover, a
-/// replica catching up after a restart, a grant not confirmed in time), with a note on
-/// stderr the first time; an error that would come again ends it.
-async fn wait_on(lock: &RwLock, mode: Mode) -> cluster_rwlock::Result<Guard> {
-    let mut told = false;
-    loop {
-        match lock.acquire(mode).await {
-            Err(e) if e.is_retryable() => {
-                if !told {
-                    eprintln!(
-                        "cluster-rwlock: {}: {e}; waiting on (pass --timeout to give up)",
-                        escaped(lock.name())
-                    );
-                    told = true;
-                }
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// The pause before an acquire that failed with an error that passes is tried again.
-const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+use crate::wait::acquire;
 
 fn spawn(a: &RunArgs, lock: &RwLock, guard: &Guard) -> Result<Child, i32> {
     let (program, args) = a.command.split_first().ok_or(code::USAGE)?;
@@ -117,27 +69,12 @@ async fn stop(child: &mut Child, kill_at_once: bool, grace: Duration) -> i32 {
     status.map(exit_code).unwrap_or(code::UNAVAILABLE)
 }
 
-/// Listeners of SIGINT and SIGTERM, made once for the whole command (a listener made
-/// later would miss a signal that came before it); the exit code when they cannot be.
-pub fn stop_signals() -> Result<(Signal, Signal), i32> {
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(interrupt), Ok(terminate)) => Ok((interrupt, terminate)),
-        _ => {
-            eprintln!("cluster-rwlock: cannot handle signals");
-            Err(code::UNAVAILABLE)
-        }
-    }
-}
-
 pub async fn run(client: &LockClient, a: &RunArgs) -> i32 {
     let lock = match client.rwlock(&a.name) {
         Ok(l) => l,
         Err(e) => return fail("bad lock name", &e),
     };
-    let (mut interrupt, mut terminate) = match stop_signals() {
+    let (mut interrupt, mut terminate) = match crate::signals::stop_signals() {
         Ok(listeners) => listeners,
         Err(code) => return code,
     };

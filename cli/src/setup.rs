@@ -22,6 +22,6 @@ pub async fn setup(cli: &Cli) -> i32 {
             }
             0
         }
-        Err(e) => crate::fail("setup", &e),
+        Err(e) => crate::code::fail("setup", &e),
     }
 }

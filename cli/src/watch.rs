@@ -7,9 +7,9 @@ use serde_json::json;
 
 use crate::args::WatchArgs;
 use crate::clock::{self, secs};
-use crate::inspect::state_json;
+use crate::code::{self, fail};
 use crate::shown::escaped;
-use crate::{code, fail};
+use crate::state::state_json;
 
 /// How long a change seen in the state waits for the messages that may have caused it
 /// (a release's message reaches the watcher about when it reaches the waiter it wakes,
@@ -179,7 +179,7 @@ async fn causes(messages: Option<&mut ReleaseMessages>) -> Vec<(SystemTime, Rele
 /// wait for messages): its listeners are made once, before anything else, so that no
 /// signal falls between two of them. Ends with status 0, as a watch is meant to end.
 pub async fn watch(client: &LockClient, a: &WatchArgs) -> i32 {
-    let (mut interrupt, mut terminate) = match crate::run::stop_signals() {
+    let (mut interrupt, mut terminate) = match crate::signals::stop_signals() {
         Ok(listeners) => listeners,
         Err(code) => return code,
     };

@@ -22,7 +22,7 @@ pub async fn top(client: &LockClient, prefix: &str, a: &TopArgs) -> i32 {
     let pattern = a.pattern.clone();
     let keep = move |s: &mut sample::Sample| s.rows.retain(|r| glob(&pattern, r.name()));
     if a.once || a.json {
-        let (mut interrupt, mut terminate) = match crate::run::stop_signals() {
+        let (mut interrupt, mut terminate) = match crate::signals::stop_signals() {
             Ok(listeners) => listeners,
             Err(code) => return code,
         };

@@ -94,7 +94,7 @@ impl Sampler {
         let began = Instant::now();
         let mut cost = Cost::default();
         if self.refreshes.is_multiple_of(self.rescan_every) {
-            self.keys = crate::list::lock_keys(client, &self.prefix)
+            self.keys = crate::scan::lock_keys(client, &self.prefix)
                 .await?
                 .into_iter()
                 .collect();

@@ -227,7 +227,7 @@ pub async fn run(
     keep: impl Fn(&mut Sample),
     every: Duration,
 ) -> i32 {
-    let (mut interrupt, mut terminate) = match crate::run::stop_signals() {
+    let (mut interrupt, mut terminate) = match crate::signals::stop_signals() {
         Ok(listeners) => listeners,
         Err(code) => return code,
     };

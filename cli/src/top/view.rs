@@ -127,7 +127,7 @@ pub fn cells(r: &Row, now: SystemTime) -> [String; 10] {
         .and_then(|t| now.duration_since(t).ok());
     [
         escaped(r.name()).into_owned(),
-        crate::inspect::mode(s.mode).to_string(),
+        crate::state::mode(s.mode).to_string(),
         holders(r),
         if s.holders.is_empty() {
             "-".into()
@@ -215,7 +215,7 @@ pub fn text(sample: &Sample, sort: Sort, filter: &str) -> String {
 pub fn json(client: &LockClient, sample: &Sample, sort: Sort, filter: &str) -> Json {
     let rows: Vec<Json> = arrange(sample, sort, filter)
         .into_iter()
-        .map(|r| crate::inspect::state_json(client, &r.lock, &r.state))
+        .map(|r| crate::state::state_json(client, &r.lock, &r.state))
         .collect();
     json!({
         "at": sample.at.map(crate::clock::utc),
