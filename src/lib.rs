@@ -303,33 +303,33 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod acquire;
-mod client;
-mod cluster;
-mod config;
-mod contention;
-mod error;
-mod fenced;
-mod hold;
-pub mod keys;
-mod lease;
-pub mod library;
-mod lock;
-mod message;
-mod mode;
-pub mod multi;
-mod observe;
-mod pending;
-mod raw;
-mod renewal;
-mod replica;
-mod routed;
-mod scripts;
-mod shared;
-pub mod slot;
-mod sync;
+mod acquire; // one attempt, and the waiting loop around it (subscribe, attempt, sleep until a message)
+mod client; // `LockClient`: the connection shared by every lock of a service
+mod cluster; // connections per node, the slot map, routing, pipelines that confirm by WAIT
+mod config; // `LockConfig` and its parts: URLs, TLS, leases, durability
+mod contention; // the slots where attempts lately found the lock busy (the fast paths skipped there)
+mod error; // `Error`, `ConnectionError`, `ServerError`
+mod fenced; // the fenced store: a value kept with the fence that wrote it
+mod hold; // `Hold`: one granted hold, renewed while it lives, given back when dropped
+pub mod keys; // lock names, their keys and channels; the client name in an owner token
+mod lease; // the renewal book: which holds a client renews, by hold id
+pub mod library; // the function library's text, as FUNCTION LOAD receives it
+mod lock; // `RwLock` and its guards: the API a lock user meets
+mod message; // the release messages a lock's channel carries
+mod mode; // `Mode`: read, write or upgradable
+pub mod multi; // `MultiLock`: several locks at once, without deadlock
+mod observe; // tracing events and metrics, in one place
+mod pending; // give-backs in flight (releases, undos, withdrawals in the background)
+mod raw; // the raw lock: one lock on a client's connections, one call per function
+mod renewal; // the renewal task: one per client, every third of a lease
+mod replica; // a master's replicas as it lists them (INFO replication)
+mod routed; // function calls that are not about one lock of the caller's
+mod scripts; // the calls of the functions (src/lua/), their arguments and typed replies
+mod shared; // what every lock of a client shares: connections, subscriptions, the book
+pub mod slot; // cluster hash slots, computed locally (crc16)
+mod sync; // the one mutex helper every module uses
 #[cfg(feature = "tls")]
-mod tls;
+mod tls; // TLS for rediss:// (rustls)
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
