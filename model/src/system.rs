@@ -253,6 +253,10 @@ pub struct State {
     pub crashes: u8,
     pub failovers: u8,
     pub breaks: u8,
+    /// How many writes of the stream the replica must still apply to have the last
+    /// break (a break is not confirmed, as a release is not: a failover before the
+    /// replica has it undoes it, and its holders hold again).
+    pub break_needs: Option<u8>,
     /// The highest fence any client believed.
     pub believed_fence: u64,
     /// Set when a grant's fence was not above a believed one.
@@ -620,6 +624,10 @@ impl System {
                 *needs = needs.saturating_sub(n as u8);
             }
         }
+        s.break_needs = s
+            .break_needs
+            .map(|b| b.saturating_sub(n as u8))
+            .filter(|b| *b > 0);
     }
 
     /// Whether a WAIT on node `on` can be answered with every acknowledgement: its
@@ -675,6 +683,7 @@ impl Model for System {
             crashes: 0,
             failovers: 0,
             breaks: 0,
+            break_needs: None,
             believed_fence: 0,
             fence_regressed: false,
             starved: false,
@@ -770,6 +779,12 @@ impl Model for System {
             Action::Failover(n) => {
                 let r = s.replica?;
                 Self::replicate(&mut s, n as usize);
+                if s.break_needs.take().is_some() {
+                    // the promoted replica never had the break: its holds are held again
+                    for c in &mut s.clients {
+                        c.excused = false;
+                    }
+                }
                 s.nodes[s.master as usize].up = false;
                 s.master = r;
                 s.replica = None;
@@ -791,6 +806,9 @@ impl Model for System {
                     s.odd_reply = true;
                 }
                 Self::heard(&mut s, &messages, at);
+                if s.replica.is_some() && !s.stream.is_empty() {
+                    s.break_needs = Some(s.stream.len() as u8);
+                }
                 for (i, c) in s.clients.iter_mut().enumerate() {
                     let hit = whom.is_none_or(|w| w as usize == i);
                     if hit
