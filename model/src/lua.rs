@@ -94,16 +94,7 @@ impl Engine {
             return Reply::Error(format!("ERR Function not found: {name}"));
         };
         call.expire();
-        let taken = std::mem::replace(
-            call,
-            Call {
-                keys: Default::default(),
-                now_ms: call.now_ms,
-                wrote: false,
-                published: vec![],
-            },
-        );
-        self.lua.set_app_data(taken);
+        self.lua.set_app_data(std::mem::take(call));
         let result = (|| -> mlua::Result<LuaValue> {
             let k = self.lua.create_sequence_from(keys.iter().copied())?;
             let a = self.lua.create_sequence_from(args.iter().copied())?;
@@ -126,16 +117,8 @@ fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<LuaValue> {
         Reply::Int(n) => LuaValue::Integer(*n),
         Reply::Bulk(s) => LuaValue::String(lua.create_string(s)?),
         Reply::Nil => LuaValue::Boolean(false),
-        Reply::Status(s) => {
-            let t = lua.create_table()?;
-            t.set("ok", s.as_str())?;
-            LuaValue::Table(t)
-        }
-        Reply::Error(e) => {
-            let t = lua.create_table()?;
-            t.set("err", e.as_str())?;
-            LuaValue::Table(t)
-        }
+        Reply::Status(s) => tagged(lua, "ok", s)?,
+        Reply::Error(e) => tagged(lua, "err", e)?,
         Reply::Array(items) => {
             let t = lua.create_table()?;
             for (i, item) in items.iter().enumerate() {
@@ -144,6 +127,13 @@ fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<LuaValue> {
             LuaValue::Table(t)
         }
     })
+}
+
+/// `{<tag> = text}`: a status or error reply as a script sees it.
+fn tagged(lua: &Lua, tag: &str, text: &str) -> mlua::Result<LuaValue> {
+    let t = lua.create_table()?;
+    t.set(tag, text)?;
+    Ok(LuaValue::Table(t))
 }
 
 /// A function's return value as the client receives it (Redis's conversion: numbers

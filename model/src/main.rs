@@ -37,7 +37,7 @@ struct Args {
     #[arg(long)]
     limits: bool,
     /// Run one seeded bug (believe-before-wait, handoff-keeps-fence,
-    /// renew-without-owner-check, place-never-lapses).
+    /// renew-without-owner-check, place-never-lapses, guarded-without-hold).
     #[arg(long)]
     bug: Option<String>,
     /// Check only this scenario (failover, dead, break, readers).

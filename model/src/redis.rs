@@ -88,6 +88,7 @@ impl std::fmt::Display for Reply {
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// One function call's view of a node: its keyspace, its clock, and what the call did.
+#[derive(Default)]
 pub struct Call {
     pub keys: Keyspace,
     /// The node's clock when the call started (ms), as TIME answers it.

@@ -373,8 +373,9 @@ impl System {
         (EPOCH_MS as i64 + s.ticks as i64 * TICK_MS as i64 + skew) as u64
     }
 
-    /// Runs function `name` on the master, then replicates what it wrote. Returns the
-    /// reply, the master's clock, and the messages published.
+    /// Runs function `name` on the master, then replicates what it wrote and records
+    /// the hand-offs its messages name. Returns the reply, the master's clock, and the
+    /// messages published.
     fn call(&self, s: &mut State, name: &str, args: &[&str]) -> (Reply, u64, Vec<String>) {
         self.call_keys(s, name, &[KEY], args)
     }
@@ -431,6 +432,8 @@ impl System {
                 ));
             }
         });
+        // a hand-off said on the channel is heard by the model however the call came
+        Self::heard(s, &messages, now);
         (reply, now, messages)
     }
 
@@ -517,8 +520,7 @@ impl System {
     }
 
     /// An attempt's reply: granted (confirm next), refused (wait), or odd.
-    fn attempted(&self, s: &mut State, c: u8, reply: &Reply, at: u64, messages: &[String]) {
-        Self::heard(s, messages, at);
+    fn attempted(&self, s: &mut State, c: u8, reply: &Reply, at: u64) {
         let now = Self::now_ms(s);
         let code = reply.at(0).and_then(Reply::int);
         let client = &s.clients[c as usize];
@@ -586,12 +588,10 @@ impl System {
     /// hold's cycle.
     fn withdraw(&self, s: &mut State, c: u8) {
         let id = s.clients[c as usize].id.to_string();
-        let (reply, _, messages) = self.call(s, "withdraw", &[&owner(c), &id]);
+        let (reply, _, _) = self.call(s, "withdraw", &[&owner(c), &id]);
         if reply != Reply::Array(vec![Reply::Int(1)]) {
             s.odd_reply = true;
         }
-        let at = self.clock(s, s.master);
-        Self::heard(s, &messages, at);
         self.end_cycle(s, c);
     }
 
@@ -798,14 +798,13 @@ impl Model for System {
             Action::Break(whom) => {
                 s.breaks += 1;
                 let name = whom.map(|c| owner(c).split('/').next().unwrap_or("").to_string());
-                let (reply, at, messages) = match &name {
+                let (reply, _, messages) = match &name {
                     None => self.call(&mut s, "force_release", &[""]),
                     Some(n) => self.call(&mut s, "force_release", &[n, "c"]),
                 };
                 if reply.at(0).and_then(Reply::int) != Some(1) {
                     s.odd_reply = true;
                 }
-                Self::heard(&mut s, &messages, at);
                 if s.replica.is_some() && !s.stream.is_empty() {
                     s.break_needs = Some(s.stream.len() as u8);
                 }
@@ -825,10 +824,9 @@ impl Model for System {
                 // a waiter of the broken client hears its name on the channel and stops
                 // (the Rust client: Error::Broken) rather than queue again at the tail
                 if let Some(c) = whom {
-                    let said = messages.iter().any(|m| {
-                        m.starts_with("x ")
-                            && Some(m.rsplit(' ').next()) == name.as_deref().map(Some)
-                    });
+                    let said = messages
+                        .iter()
+                        .any(|m| m.starts_with("x ") && m.rsplit(' ').next() == name.as_deref());
                     if s.clients[c as usize].phase == Phase::Waiting && said {
                         s.broken_waiter_stopped = true;
                         self.end_cycle(&mut s, c);
@@ -848,7 +846,7 @@ impl Model for System {
                 let mode = (cl.mode as char).to_string();
                 let id = cl.id.to_string();
                 let lease = LEASE_MS.to_string();
-                let (reply, at, messages) = self.call(
+                let (reply, at, _) = self.call(
                     &mut s,
                     "acquire",
                     &[&mode, &owner(c), &id, &lease, intent, "2"],
@@ -857,7 +855,7 @@ impl Model for System {
                     s.clients[c as usize].attempted_at = Some(at);
                 }
                 s.clients[c as usize].acted = Some(s.ticks);
-                self.attempted(&mut s, c, &reply, at, &messages);
+                self.attempted(&mut s, c, &reply, at);
             }
             Action::WaitAcked(c) => {
                 // the replica has applied at least what the WAIT waited for
@@ -910,9 +908,7 @@ impl Model for System {
                 let now = Self::now_ms(&s);
                 s.clients[c as usize].acted = Some(s.ticks);
                 let named = format!("{} {}", owner(c), s.clients[c as usize].id);
-                let (reply, at, messages) =
-                    self.call(&mut s, "renew", &[&LEASE_MS.to_string(), &named]);
-                Self::heard(&mut s, &messages, at);
+                let (reply, _, _) = self.call(&mut s, "renew", &[&LEASE_MS.to_string(), &named]);
                 let id = s.clients[c as usize].id.to_string();
                 let still = match reply.at(1) {
                     Some(Reply::Array(per_owner)) => per_owner
@@ -984,8 +980,7 @@ impl Model for System {
             }
             Action::Release(c) => {
                 let id = s.clients[c as usize].id.to_string();
-                let (reply, at, messages) = self.call(&mut s, "release", &[&owner(c), &id]);
-                Self::heard(&mut s, &messages, at);
+                let (reply, _, _) = self.call(&mut s, "release", &[&owner(c), &id]);
                 if !matches!(reply.at(0).and_then(Reply::int), Some(0 | 1)) {
                     s.odd_reply = true;
                 }
