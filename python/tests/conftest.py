@@ -42,6 +42,31 @@ def rust_tls():
     return ["--ca", ca] if ca else []
 
 
+def queued(lock, who="waiting_writers", within=10.0):
+    """Waits until `lock` has someone in `who` (its waiting writers, or readers)."""
+    deadline = time.monotonic() + within
+    while not lock.state()[who] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.state()[who], "the waiter never queued"
+
+
+def waiter_for_write(lock, timeout):
+    """A thread that waits to write `lock` (and gives the hold back): its outcome,
+    "granted" or the LockError it raised, goes into the list returned with it."""
+    outcome = []
+
+    def wait():
+        try:
+            lock.write(timeout=timeout).release()
+            outcome.append("granted")
+        except cluster_rwlock.LockError as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread, outcome
+
+
 def pytest_report_header(config):
     """Which cluster_rwlock runs: an installed wheel or a build of the working tree."""
     return "cluster_rwlock: " + cluster_rwlock.__file__

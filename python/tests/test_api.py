@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 
@@ -15,7 +14,7 @@ import pytest
 
 import cluster_rwlock
 from cluster_rwlock import Condition
-from conftest import CHILD_TLS, tls
+from conftest import CHILD_TLS, queued, tls, waiter_for_write
 
 
 def test_a_write_excludes_every_other_hold_and_fences_grow(client, name):
@@ -345,13 +344,6 @@ def _child(code, **kwargs):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
-def _queued(lock, who="waiting_writers", within=10.0):
-    deadline = time.monotonic() + within
-    while not lock.state()[who] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert lock.state()[who], "the child never queued"
-
-
 def _granted_in(lock, timeout=15.0):
     """How long a new writer of `lock` waits (its lease is 10 s: a hand-off to a dead
     waiter would keep it waiting about that long)."""
@@ -377,7 +369,7 @@ def test_a_process_that_exits_while_waiting_withdraws_its_place(client, name, se
     """)
     with lock.write(timeout=5):
         assert child.stdout.readline().strip() == "WAITING", child.stderr.read()
-        _queued(lock)
+        queued(lock)
         if ending == "return":
             child.stdin.write("\n")
             child.stdin.flush()
@@ -508,7 +500,7 @@ def test_release_on_sigterm_gives_everything_back_and_exits_143(client, name, se
     """)
     with other.write(timeout=5):
         assert child.stdout.readline().strip() == "HELD", child.stderr.read()
-        _queued(other)
+        queued(other)
         assert lock.try_write() is None
         sent = time.monotonic()
         child.send_signal(signal.SIGTERM)
@@ -618,21 +610,9 @@ def test_break_client_takes_a_clients_holds_and_places(client, seeds, name):
     victim = cluster_rwlock.connect(seeds, client_name=victim_name, lease=0.6, **tls())
     try:
         held = victim.rwlock(name).write(timeout=5)
-        outcome = []
-
-        def wait():
-            try:
-                victim.rwlock(name).write(timeout=20).release()
-                outcome.append("granted")
-            except cluster_rwlock.Broken as e:
-                outcome.append(e)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter, outcome = waiter_for_write(victim.rwlock(name), timeout=20)
         lock = client.rwlock(name)
-        deadline = time.monotonic() + 5
-        while not lock.state()["waiting_writers"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        queued(lock, within=5)
         state = lock.state()
         assert [h["client"] for h in state["holders"]] == [victim_name]
         assert len(state["waiting_writers"]) == 1

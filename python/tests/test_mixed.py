@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 import cluster_rwlock
-from conftest import CHILD_TLS, rust_tls, tls
+from conftest import CHILD_TLS, queued, rust_tls, tls, waiter_for_write
 
 SECONDS = 5
 
@@ -197,20 +197,8 @@ def test_a_rust_operators_break_reaches_a_python_holder_and_waiter(interop, seed
     victim_name = "py-victim-" + uuid.uuid4().hex[:8]
     with cluster_rwlock.connect(seeds, client_name=victim_name, lease=0.6, **tls()) as victim:
         held = victim.rwlock(name).write(timeout=5)
-        outcome = []
-
-        def wait():
-            try:
-                victim.rwlock(name).write(timeout=30).release()
-                outcome.append("granted")
-            except cluster_rwlock.LockError as e:
-                outcome.append(e)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        deadline = time.monotonic() + 5
-        while not held.lock.state()["waiting_writers"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        waiter, outcome = waiter_for_write(victim.rwlock(name), timeout=30)
+        queued(held.lock, within=5)
         operator = rust(interop, seeds, "break", "--name", name, "--client", victim_name)
         out = operator.communicate(timeout=30)[0].split()
         assert operator.returncode == 0, out
@@ -236,9 +224,7 @@ def test_python_breaks_a_rust_clients_holder_and_waiter(client, interop, seeds, 
         assert granted[0] == "GRANTED", granted
         waiter = rust(interop, seeds, "hold", *common)
         lock = client.rwlock(name)
-        deadline = time.monotonic() + 10
-        while not lock.state()["waiting_writers"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        queued(lock)
         state = lock.state()
         assert [h["client"] for h in state["holders"]] == [victim_name]
         assert len(state["waiting_writers"]) == 1
