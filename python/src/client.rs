@@ -125,11 +125,7 @@ impl NativeClient {
         name: String,
         client_name: String,
     ) -> PyResult<(u64, Option<u64>, u64)> {
-        let client = self.client.clone();
-        wait(py, async move {
-            let r = client.break_client(&name, &client_name).await?;
-            Ok((r.holds_removed, r.fence, r.places_removed))
-        })
+        wait(py, break_client(self.client.clone(), name, client_name))
     }
 
     /// As `break_client`, as an awaitable.
@@ -139,11 +135,7 @@ impl NativeClient {
         name: String,
         client_name: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let client = self.client.clone();
-        awaitable(py, async move {
-            let r = client.break_client(&name, &client_name).await?;
-            Ok((r.holds_removed, r.fence, r.places_removed))
-        })
+        awaitable(py, break_client(self.client.clone(), name, client_name))
     }
 
     /// Stores `value` at `key` with `fence` unless a higher fence wrote there, blocking;
@@ -155,11 +147,7 @@ impl NativeClient {
         fence: u64,
         value: Vec<u8>,
     ) -> PyResult<(bool, u64)> {
-        let client = self.client.clone();
-        wait(py, async move {
-            let w = client.fenced_set(&key, fence, value).await?;
-            Ok((w.written, w.fence))
-        })
+        wait(py, fenced_set(self.client.clone(), key, fence, value))
     }
 
     /// As `fenced_set`, as an awaitable.
@@ -170,30 +158,18 @@ impl NativeClient {
         fence: u64,
         value: Vec<u8>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let client = self.client.clone();
-        awaitable(py, async move {
-            let w = client.fenced_set(&key, fence, value).await?;
-            Ok((w.written, w.fence))
-        })
+        awaitable(py, fenced_set(self.client.clone(), key, fence, value))
     }
 
     /// The value `fenced_set` stored at `key` and the fence that wrote it, blocking:
     /// `(fence, value)`, or `None` when there is none.
     fn fenced_get(&self, py: Python<'_>, key: String) -> PyResult<Option<(u64, FencedValue)>> {
-        let client = self.client.clone();
-        wait(py, async move {
-            let got = client.fenced_get(&key).await?;
-            Ok(got.map(|(fence, value)| (fence, FencedValue(value))))
-        })
+        wait(py, fenced_get(self.client.clone(), key))
     }
 
     /// As `fenced_get`, as an awaitable.
     fn fenced_get_async<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-        let client = self.client.clone();
-        awaitable(py, async move {
-            let got = client.fenced_get(&key).await?;
-            Ok(got.map(|(fence, value)| (fence, FencedValue(value))))
-        })
+        awaitable(py, fenced_get(self.client.clone(), key))
     }
 
     /// Gives back what dropped holds left and closes the connections, blocking; returns
@@ -208,6 +184,37 @@ impl NativeClient {
         let client = self.client.clone();
         awaitable(py, async move { Ok(client.close().await) })
     }
+}
+
+/// `break_client`, for the blocking method and the awaitable: (holds removed, raised
+/// fence, places removed).
+async fn break_client(
+    client: LockClient,
+    name: String,
+    client_name: String,
+) -> cluster_rwlock::Result<(u64, Option<u64>, u64)> {
+    let r = client.break_client(&name, &client_name).await?;
+    Ok((r.holds_removed, r.fence, r.places_removed))
+}
+
+/// `fenced_set`, for the blocking method and the awaitable: (written, fence).
+async fn fenced_set(
+    client: LockClient,
+    key: String,
+    fence: u64,
+    value: Vec<u8>,
+) -> cluster_rwlock::Result<(bool, u64)> {
+    let w = client.fenced_set(&key, fence, value).await?;
+    Ok((w.written, w.fence))
+}
+
+/// `fenced_get`, for the blocking method and the awaitable: (fence, value) or none.
+async fn fenced_get(
+    client: LockClient,
+    key: String,
+) -> cluster_rwlock::Result<Option<(u64, FencedValue)>> {
+    let got = client.fenced_get(&key).await?;
+    Ok(got.map(|(fence, value)| (fence, FencedValue(value))))
 }
 
 /// A value of the fenced store, handed to Python as `bytes` (a `Vec<u8>` would be a
