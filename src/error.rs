@@ -1,6 +1,12 @@
-//! The error type.
+//! The errors: [`Error`], and what its variants carry ([`ConnectionError`],
+//! [`ServerError`], [`ReplicaStatus`]).
+//!
+//! Each variant says whether anything happened on the server, and
+//! [`Error::is_retryable`] whether trying again may succeed.
 
 use std::time::Duration;
+
+pub use crate::replica::ReplicaStatus;
 
 /// Everything that can go wrong when using a lock.
 ///
@@ -85,7 +91,7 @@ pub enum Error {
         /// The replicas that did not acknowledge, as the master listed them right after
         /// (`WAIT` does not say which: those that had acknowledged least); empty when
         /// the master's list could not be read.
-        silent: Vec<crate::ReplicaStatus>,
+        silent: Vec<ReplicaStatus>,
     },
     /// A write ([`Grant::guarded`](crate::Grant::guarded),
     /// [`LockClient::fenced_set`](crate::LockClient::fenced_set)) RAN on the master, but
@@ -262,7 +268,7 @@ impl ServerError {
     /// The error code: the reply's first word (`NOPERM`, `CLUSTERDOWN`, `ERR`, ...).
     ///
     /// ```
-    /// # fn demo(reply: &cluster_rwlock::ServerError) {
+    /// # fn demo(reply: &cluster_rwlock::error::ServerError) {
     /// let retry = matches!(reply.code(), "CLUSTERDOWN" | "TRYAGAIN" | "LOADING");
     /// # }
     /// ```
@@ -273,7 +279,7 @@ impl ServerError {
     /// What follows the code.
     ///
     /// ```
-    /// # fn demo(reply: &cluster_rwlock::ServerError) {
+    /// # fn demo(reply: &cluster_rwlock::error::ServerError) {
     /// println!("{}: {}", reply.code(), reply.message());
     /// # }
     /// ```
@@ -354,7 +360,7 @@ impl ConnectionError {
     /// What went wrong.
     ///
     /// ```
-    /// # fn demo(c: &cluster_rwlock::ConnectionError) {
+    /// # fn demo(c: &cluster_rwlock::error::ConnectionError) {
     /// println!("{:?}", c.kind());
     /// # }
     /// ```

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::acquire::{self, Acquired, Ask};
+use crate::book::HoldState;
 use crate::error::{Error, Result};
-use crate::lease::HoldState;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::{GiveBack, RawLock};
@@ -128,7 +128,7 @@ impl Hold {
             Some(ms) => Duration::from_millis(u64::from(ms.get())).min(raw.lease()),
             None => raw.lease(),
         };
-        let until = raw.keeper().belief(granted.sent, lease);
+        let until = raw.book().belief(granted.sent, lease);
         Hold::believed_until(raw, owner, granted, until)
     }
 
@@ -136,8 +136,8 @@ impl Hold {
     /// confirmed.
     fn believed_until(raw: RawLock, owner: Arc<str>, granted: Acquired, until: Instant) -> Hold {
         let state = HoldState::new(until);
-        raw.renew_from_now_on(&owner, granted.id, state.clone());
-        observe::held(|| raw.keeper().held());
+        renew_from_now_on(&raw, &owner, granted.id, state.clone());
+        observe::held(|| raw.book().held());
         Hold {
             raw,
             owner,
@@ -227,10 +227,8 @@ impl Hold {
     }
 
     fn stop_renewing(&self) {
-        self.raw
-            .keeper()
-            .remove(self.raw.key(), &self.owner, self.id);
-        observe::held(|| self.raw.keeper().held());
+        self.raw.book().remove(self.raw.key(), &self.owner, self.id);
+        observe::held(|| self.raw.book().held());
     }
 
     pub async fn release(mut self) -> Result<()> {
@@ -385,5 +383,12 @@ impl Drop for Hold {
         self.forget();
         self.observe_release(true);
         give_back(self.raw.clone(), self.owner.clone(), self.id, self.others);
+    }
+}
+/// Starts renewing hold `id` of `owner` on `raw`'s lock, believed as `state` says (and
+/// the client's renewal task, for its first hold).
+fn renew_from_now_on(raw: &RawLock, owner: &Arc<str>, id: u64, state: Arc<HoldState>) {
+    if raw.book().add(raw.key(), owner, id, state, raw.lease()) {
+        crate::renewal::start(raw.shared());
     }
 }

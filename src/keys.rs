@@ -1,19 +1,4 @@
-//! Lock names, their keys and channels.
-//!
-//! A lock named `orders:42` with prefix `rwlock` is the hash `rwlock:{orders:42}`; its
-//! release channel is `rwlock:{orders:42}:released`. Both hash by the same tag, so they
-//! live in one slot and one script may touch both.
-//!
-//! A name that carries its own non-empty hashtag by Redis's rule (the text between the
-//! first `{` and the next `}`) keeps it: `orders:{42}` is the hash `rwlock:orders:{42}`,
-//! which lands in the slot of `{42}`, with the application's own `orders:{42}:*` keys.
-//!
-//! ```
-//! use cluster_rwlock::slot::key_slot;
-//! assert_eq!(cluster_rwlock::keys::lock_key("rwlock", "orders:42"), "rwlock:{orders:42}");
-//! assert_eq!(cluster_rwlock::keys::lock_key("rwlock", "orders:{42}"), "rwlock:orders:{42}");
-//! assert_eq!(key_slot(b"rwlock:orders:{42}"), key_slot(b"orders:{42}:items"));
-//! ```
+//! Lock names, their keys and channels (the public ones are in `operator`).
 
 use crate::error::{Error, Result};
 
@@ -41,7 +26,7 @@ fn has_whitespace(s: &str) -> bool {
 /// Longest accepted lock name, in bytes.
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::keys::MAX_NAME_LEN, 1024);
+/// assert_eq!(cluster_rwlock::operator::MAX_NAME_LEN, 1024);
 /// ```
 pub const MAX_NAME_LEN: usize = 1024;
 
@@ -104,9 +89,24 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 /// The hash key of lock `name`: `<prefix>:{<name>}`, or `<prefix>:<name>` when the name
 /// has a non-empty hashtag of its own (then the key hashes on that tag).
 ///
+/// A lock named `orders:42` with prefix `rwlock` is the hash `rwlock:{orders:42}`; its
+/// release channel is `rwlock:{orders:42}:released`. Both hash by the same tag, so they
+/// live in one slot and one script may touch both.
+///
+/// A name that carries its own non-empty hashtag by Redis's rule (the text between the
+/// first `{` and the next `}`) keeps it: `orders:{42}` is the hash `rwlock:orders:{42}`,
+/// which lands in the slot of `{42}`, with the application's own `orders:{42}:*` keys.
+///
 /// ```
-/// assert_eq!(cluster_rwlock::keys::lock_key("locks", "a{b}c"), "locks:a{b}c");
-/// assert_eq!(cluster_rwlock::keys::lock_key("locks", "a{}b"), "locks:{a{}b}");
+/// use cluster_rwlock::slot::key_slot;
+/// assert_eq!(cluster_rwlock::operator::lock_key("rwlock", "orders:42"), "rwlock:{orders:42}");
+/// assert_eq!(cluster_rwlock::operator::lock_key("rwlock", "orders:{42}"), "rwlock:orders:{42}");
+/// assert_eq!(key_slot(b"rwlock:orders:{42}"), key_slot(b"orders:{42}:items"));
+/// ```
+///
+/// ```
+/// assert_eq!(cluster_rwlock::operator::lock_key("locks", "a{b}c"), "locks:a{b}c");
+/// assert_eq!(cluster_rwlock::operator::lock_key("locks", "a{}b"), "locks:{a{}b}");
 /// ```
 pub fn lock_key(prefix: &str, name: &str) -> String {
     if has_own_tag(name) {
@@ -120,7 +120,7 @@ pub fn lock_key(prefix: &str, name: &str) -> String {
 /// key of that prefix (the inverse of [`lock_key`]).
 ///
 /// ```
-/// use cluster_rwlock::keys::{lock_key, lock_name};
+/// use cluster_rwlock::operator::{lock_key, lock_name};
 /// assert_eq!(lock_name("locks", "locks:{orders:42}").as_deref(), Some("orders:42"));
 /// assert_eq!(lock_name("locks", &lock_key("locks", "a{b}c")).as_deref(), Some("a{b}c"));
 /// assert_eq!(lock_name("locks", "locks:x"), None);
@@ -192,11 +192,11 @@ pub(crate) fn is_lock_key(prefix: &str, key: &[u8]) -> bool {
 /// The client name in an owner token a client made (of the shape `<name>/<32 hex>:<n>`:
 /// see [`LockConfig::client_name`](crate::LockConfig::client_name)); `None` for a token of
 /// another shape (an explicit owner token). For the queued owners of a
-/// [`LockState`](crate::LockState), as
-/// [`Holder::client_name`](crate::Holder::client_name) is for holders.
+/// [`LockState`](crate::operator::LockState), as
+/// [`Holder::client_name`](crate::operator::Holder::client_name) is for holders.
 ///
 /// ```
-/// use cluster_rwlock::client_name_of;
+/// use cluster_rwlock::operator::client_name_of;
 /// let token = format!("worker-7@host-b/{}:3", "0f".repeat(16));
 /// assert_eq!(client_name_of(&token), Some("worker-7@host-b"));
 /// assert_eq!(client_name_of("job-17"), None);

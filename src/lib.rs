@@ -271,13 +271,14 @@
 //! same call may succeed a little later (no answer in time, a failover under way, a grant
 //! the replicas did not confirm) from those it cannot (a bad name or owner, a lost lease,
 //! a key that is not a lock, a refused permission). An error reply of the server is an
-//! [`Error::Server`] with its [`code`](ServerError::code) (`NOPERM`, `CLUSTERDOWN`, ...);
+//! [`Error::Server`] with its [`code`](error::ServerError::code) (`NOPERM`, `CLUSTERDOWN`, ...);
 //! a failure on the client's side of a connection is an [`Error::Connection`] of a
-//! [`ConnectionErrorKind`]. No type of the Redis client appears in them.
+//! [`ConnectionErrorKind`](error::ConnectionErrorKind). No type of the Redis client appears in them.
 //!
 //! # Several locks, breaking a lock
 //! [`LockClient::multi`] holds several locks in any slots at once without deadlock (see
-//! [`multi`]); [`LockClient::force_release`] breaks a stuck lock for an operator.
+//! [`MultiLock`]); [`LockClient::force_release`] breaks a stuck lock for an operator, and [`operator`]
+//! has what an operator's tools read (lock states, release messages, the function library).
 //!
 //! # TLS and permissions
 //! With the cargo feature `tls`, `rediss://` URLs connect over TLS (rustls; see
@@ -303,31 +304,32 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// From the top down (docs/DESIGN.md's map gives the layers, and a test checks that no
+// module imports one of a higher layer).
 mod acquire; // one attempt, and the waiting loop around it (subscribe, attempt, sleep until a message)
-mod client; // `LockClient`: the connection shared by every lock of a service
+mod book; // the renewal book: which holds a client renews, by hold id, and until when each is believed
+mod client; // `LockClient`: what a service makes first; every lock, multi-lock and fenced write comes from it
 mod cluster; // connections per node, the slot map, routing, pipelines that confirm by WAIT
-mod config; // `LockConfig` and its parts: URLs, TLS, leases, durability
+pub mod config; // `LockConfig` and its parts: URLs, TLS, leases, durability
 mod contention; // the slots where attempts lately found the lock busy (the fast paths skipped there)
-mod error; // `Error`, `ConnectionError`, `ServerError`
+pub mod error; // `Error` and what it carries: `ConnectionError`, `ServerError`, `ReplicaStatus`
 mod fenced; // the fenced store: a value kept with the fence that wrote it
 mod hold; // `Hold`: one granted hold, renewed while it lives, given back when dropped
-pub mod keys; // lock names, their keys and channels; the client name in an owner token
-mod lease; // the renewal book: which holds a client renews, by hold id
-pub mod library; // the function library's text, as FUNCTION LOAD receives it
-mod lock; // `RwLock` and its guards: the API a lock user meets
+mod keys; // lock names, their keys and channels; the client name in an owner token
+mod lock; // `RwLock`, its guards and guarded calls: the API a lock user meets
 mod message; // the release messages a lock's channel carries
 mod mode; // `Mode`: read, write or upgradable
-pub mod multi; // `MultiLock`: several locks at once, without deadlock
+mod multi; // `MultiLock`: several locks at once, without deadlock
+mod mutex; // the one mutex helper every module uses (a poisoned mutex is still taken)
 mod observe; // tracing events and metrics, in one place
+pub mod operator; // for operators and tools: lock states, release messages, breaking, the function library
 mod pending; // give-backs in flight (releases, undos, withdrawals in the background)
 mod raw; // the raw lock: one lock on a client's connections, one call per function
-mod renewal; // the renewal task: one per client, every third of a lease
+mod renewal; // the renewal task: one per client, every third of a lease, and its calls
 mod replica; // a master's replicas as it lists them (INFO replication)
-mod routed; // function calls that are not about one lock of the caller's
 mod scripts; // the calls of the functions (src/lua/), their arguments and typed replies
-mod shared; // what every lock of a client shares: connections, subscriptions, the book
+mod shared; // what every lock of a client shares: connections, subscriptions, the renewal book
 pub mod slot; // cluster hash slots, computed locally (crc16)
-mod sync; // the one mutex helper every module uses
 #[cfg(feature = "tls")]
 mod tls; // TLS for rediss:// (rustls)
 
@@ -515,23 +517,18 @@ mod docs_drift {
 /// the lock's own API and its errors carry no type of `fred`.
 pub use fred;
 
-pub use client::{ClientStats, ForceReleased, LockClient};
-pub use config::{
-    Durability, LockConfig, DEFAULT_DURABILITY, DEFAULT_LEASE, DEFAULT_PREFIX, MAX_LEASE,
-};
-pub use error::{ConnectionError, ConnectionErrorKind, Error, Result, ServerError};
+// The names a lock user meets; operators' are in `operator`, errors' parts in `error`,
+// configuration constants in `config`.
+pub use client::LockClient;
+pub use config::{Durability, LockConfig};
+pub use error::{Error, Result};
 pub use fenced::FencedWrite;
 pub use lock::guarded;
-pub use lock::{client_name_of, Holder, LockState, RwLock};
 pub use lock::{
-    AnyGuard, Finished, Grant, LostSignal, ReadGuard, ReleaseMessages, UpgradableReadGuard,
-    WriteGuard,
+    AnyGuard, Finished, Grant, LostSignal, ReadGuard, RwLock, UpgradableReadGuard, WriteGuard,
 };
-pub use message::{Heard, ReleaseMessage};
 pub use mode::Mode;
 pub use multi::{MultiGuard, MultiLock};
-pub use replica::ReplicaStatus;
-pub use scripts::Setup;
 
 #[cfg(test)]
 mod tests {
@@ -552,7 +549,7 @@ mod tests {
         send_sync::<LostSignal>();
         send_sync::<MultiLock>();
         send_sync::<MultiGuard>();
-        send_sync::<LockState>();
+        send_sync::<operator::LockState>();
         send_sync::<LockConfig>();
         send_sync::<Error>();
     }

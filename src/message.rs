@@ -11,7 +11,7 @@ use std::fmt;
 /// [`RwLock::release_messages`](crate::RwLock::release_messages) hands its messages on.
 ///
 /// ```
-/// use cluster_rwlock::ReleaseMessage;
+/// use cluster_rwlock::operator::ReleaseMessage;
 ///
 /// assert_eq!(ReleaseMessage::parse("r"), ReleaseMessage::Readers);
 /// let m = ReleaseMessage::parse("g job-17 5 123");
@@ -63,7 +63,7 @@ impl ReleaseMessage {
     /// Reads a message's payload; never fails (see [`Unknown`](Self::Unknown)).
     ///
     /// ```
-    /// # use cluster_rwlock::ReleaseMessage;
+    /// # use cluster_rwlock::operator::ReleaseMessage;
     /// assert_eq!(ReleaseMessage::parse("*"), ReleaseMessage::Free);
     /// assert!(matches!(ReleaseMessage::parse("g x"), ReleaseMessage::Unknown(_)));
     /// ```
@@ -211,7 +211,7 @@ mod tests {
 }
 
 /// What a watcher of a lock hears next
-/// ([`ReleaseMessages::next`](crate::ReleaseMessages::next)).
+/// ([`ReleaseMessages::next`](crate::operator::ReleaseMessages::next)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Heard {

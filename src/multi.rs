@@ -1,38 +1,5 @@
 //! Several locks at once, in any slots, without deadlock: [`MultiLock`] and
-//! [`MultiGuard`].
-//!
-//! # Why no deadlock
-//! Every multi-lock takes its members in ONE global order, the order of their keys
-//! (`<prefix>:{name}`), whatever order the caller listed them in; it waits only for a
-//! member while holding members earlier in that order. (It first tries every member at
-//! once, which waits for nothing: one confirmed round per master when they are free.
-//! If one is busy, it keeps the members before it, gives back those after it, and
-//! waits for the rest in order.) A cycle of waiting
-//! callers would need one of them to wait for a lock earlier than one it holds, which
-//! never happens. A single-lock caller holds one lock and waits for none, so it cannot
-//! close a cycle either; a queued writer holds nothing of the lock it waits for. Code
-//! that takes single locks one by one in its own order can still deadlock with itself:
-//! take them through a multi-lock instead.
-//!
-//! Each member is an ordinary hold: the phase-fair queue, hand-offs by release message,
-//! fences, leases and confirmation are those of [`RwLock`]. Waiting for a member uses
-//! its release messages, not polling.
-//!
-//! # Fairness: what a read multi-lock can expect
-//! The queue is per lock: a reader waits for the writers of that lock that came before
-//! it (and no others). A read multi-lock waits for its members in turn, so on names that
-//! writers keep busy it waits, for EACH member, one after the other, for the writers
-//! queued there when it came, while holding the members it took (which keeps writers of
-//! those out meanwhile). Its wait grows with the number of busy members and the writers
-//! queued on each: bounded, but a read of many members under a steady stream of writes
-//! waits longer than a read of one. Give such a reader a timeout, take fewer members at
-//! a time, or make it a writer of one name that the writers also take in read mode (a
-//! lock over the set).
-//!
-//! # Failure
-//! On a timeout, an error or a dropped future, the members already taken are released
-//! (at once, or in the background for a dropped future), and the member being waited
-//! for leaves no queued writer or pending hold behind (as [`RwLock`]'s acquires).
+//! [`MultiGuard`] (their guarantees are on [`MultiLock`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,14 +9,49 @@ use std::time::Duration;
 use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::cluster::lane::Gather;
 use crate::error::{Error, Result};
 use crate::lock::{AnyGuard, RwLock};
 use crate::mode::Mode;
 
-/// Several locks taken together, in one global order (see the [module docs](self)).
-/// Made by [`LockClient::multi`]. Like [`RwLock`], every acquire through it is a hold of
+/// Several locks taken together, in one global order.
+///
+///
+/// # Why no deadlock
+/// Every multi-lock takes its members in ONE global order, the order of their keys
+/// (`<prefix>:{name}`), whatever order the caller listed them in; it waits only for a
+/// member while holding members earlier in that order. (It first tries every member at
+/// once, which waits for nothing: one confirmed round per master when they are free.
+/// If one is busy, it keeps the members before it, gives back those after it, and
+/// waits for the rest in order.) A cycle of waiting
+/// callers would need one of them to wait for a lock earlier than one it holds, which
+/// never happens. A single-lock caller holds one lock and waits for none, so it cannot
+/// close a cycle either; a queued writer holds nothing of the lock it waits for. Code
+/// that takes single locks one by one in its own order can still deadlock with itself:
+/// take them through a multi-lock instead.
+///
+/// Each member is an ordinary hold: the phase-fair queue, hand-offs by release message,
+/// fences, leases and confirmation are those of [`RwLock`]. Waiting for a member uses
+/// its release messages, not polling.
+///
+/// # Fairness: what a read multi-lock can expect
+/// The queue is per lock: a reader waits for the writers of that lock that came before
+/// it (and no others). A read multi-lock waits for its members in turn, so on names that
+/// writers keep busy it waits, for EACH member, one after the other, for the writers
+/// queued there when it came, while holding the members it took (which keeps writers of
+/// those out meanwhile). Its wait grows with the number of busy members and the writers
+/// queued on each: bounded, but a read of many members under a steady stream of writes
+/// waits longer than a read of one. Give such a reader a timeout, take fewer members at
+/// a time, or make it a writer of one name that the writers also take in read mode (a
+/// lock over the set).
+///
+/// # Failure
+/// On a timeout, an error or a dropped future, the members already taken are released
+/// (at once, or in the background for a dropped future), and the member being waited
+/// for leaves no queued writer or pending hold behind (as [`RwLock`]'s acquires).
+///
+/// # Use
+/// Made by [`LockClient::multi`](crate::LockClient::multi). Like [`RwLock`], every acquire through it is a hold of
 /// its own per member. Cheap to clone.
 ///
 /// ```no_run
@@ -69,34 +71,10 @@ pub struct MultiLock {
     members: Vec<(RwLock, Mode)>,
 }
 
-impl LockClient {
-    /// A [`MultiLock`] of these names, each in its mode, in any order and any slots.
-    ///
-    /// # Errors
-    /// [`Error::InvalidName`] when a name is invalid (as [`rwlock`](Self::rwlock)), when a
-    /// name is given twice, or when no name is given.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-    /// use cluster_rwlock::Mode;
-    /// let both = client.multi([("orders:{42}", Mode::Write), ("customers:7", Mode::Read)])?;
-    /// assert!(client.multi([("a", Mode::Read), ("a", Mode::Write)]).is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn multi<I, S>(&self, members: I) -> Result<MultiLock>
-    where
-        I: IntoIterator<Item = (S, Mode)>,
-        S: AsRef<str>,
-    {
-        let mut locks = Vec::new();
-        for (name, mode) in members {
-            locks.push((self.rwlock(name.as_ref())?, mode));
-        }
-        if locks.is_empty() {
-            return Err(Error::InvalidName(
-                "a multi-lock needs at least one name".into(),
-            ));
-        }
+impl MultiLock {
+    /// The multi-lock of these members, put in the global order (by key); a name given
+    /// twice is an error.
+    pub(crate) fn of(mut locks: Vec<(RwLock, Mode)>) -> Result<MultiLock> {
         locks.sort_by(|a, b| a.0.key().cmp(b.0.key()));
         if let Some(w) = locks.windows(2).find(|w| w[0].0.key() == w[1].0.key()) {
             return Err(Error::InvalidName(format!(

@@ -115,7 +115,7 @@ impl RawLock {
     }
 
     /// This lock with holds of lease `lease` (checked by the caller: at most
-    /// [`MAX_LEASE`](crate::MAX_LEASE)).
+    /// [`MAX_LEASE`](crate::config::MAX_LEASE)).
     pub fn with_lease(&self, lease: Duration) -> RawLock {
         RawLock {
             lease_ms: whole_ms(lease),
@@ -133,25 +133,13 @@ impl RawLock {
     }
 
     /// The client's renewal book.
-    pub fn keeper(&self) -> &crate::lease::Keeper {
-        &self.inner.keeper
+    pub fn book(&self) -> &crate::book::Book {
+        &self.inner.book
     }
 
-    /// Starts renewing hold `id` of `owner`, believed as `state` says (and the renewal
-    /// task, for the client's first hold).
-    pub fn renew_from_now_on(
-        &self,
-        owner: &Arc<str>,
-        id: u64,
-        state: Arc<crate::lease::HoldState>,
-    ) {
-        if self
-            .inner
-            .keeper
-            .add(&self.key, owner, id, state, self.lease())
-        {
-            crate::renewal::start(&self.inner);
-        }
+    /// What every lock of the client shares (the renewal task starts from it).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.inner
     }
 
     /// The client's release subscriptions, unless notifications are off.

@@ -1,7 +1,7 @@
 //! Lease renewal: one task per client renews every held lock every third of its lease
 //! (a lock handle may have a lease of its own), and every lock at once when the slot map
 //! changes, in one pipeline per node (one round trip per master,
-//! whatever the number of locks). What it finds goes to the renewal book (`lease`),
+//! whatever the number of locks). What it finds goes to the renewal book (`book`),
 //! which says when a hold is lost.
 
 use std::collections::HashMap;
@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::routed;
+use crate::cluster::node::Node;
+use crate::error::Result;
 use crate::scripts::RenewItem;
-use crate::shared::Shared;
+use crate::shared::{Op, Shared};
 
 /// Starts the client's renewal task (once). It wakes every third of the shortest lease
 /// of its holds and renews those due (a third of their own lease after their last
@@ -23,8 +24,8 @@ use crate::shared::Shared;
 pub(crate) fn start(inner: &Arc<Shared>) {
     let weak = Arc::downgrade(inner);
     let mut routes = inner.cluster.router.subscribe();
-    let keeper = inner.keeper.clone();
-    let mut period = keeper.period();
+    let book = inner.book.clone();
+    let mut period = book.period();
     inner.runtime.spawn(async move {
         let mut next = Instant::now() + period;
         loop {
@@ -37,8 +38,8 @@ pub(crate) fn start(inner: &Arc<Shared>) {
                     true
                 }
                 // a hold of a shorter lease: wake at its pace from now on
-                _ = keeper.shortened.notified() => {
-                    period = keeper.period();
+                _ = book.shortened.notified() => {
+                    period = book.period();
                     next = next.min(Instant::now() + period);
                     continue;
                 }
@@ -50,7 +51,7 @@ pub(crate) fn start(inner: &Arc<Shared>) {
                 return;
             }
             // (a hold of a shorter lease than any before shortens the period from now on)
-            period = inner.keeper.period();
+            period = inner.book.period();
             let now = Instant::now();
             if !every_hold {
                 next = now + period;
@@ -93,7 +94,7 @@ async fn renew_all(
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
         async move {
             // the slot's connection: WAIT counts the writes of the connection it is sent on
-            let pipeline = routed::renew_batch(inner, &node, slots[idx[0]], &batch, deadline);
+            let pipeline = renew_batch(inner, &node, slots[idx[0]], &batch, deadline);
             let replies = tokio::time::timeout_at(deadline, pipeline).await;
             if replies.is_err() {
                 router.raise_alarm();
@@ -121,8 +122,7 @@ async fn renew_all(
             .collect();
         let left = deadline.saturating_duration_since(Instant::now());
         async move {
-            let reply =
-                routed::renew(inner, &item.key, left, item.lease_ms, &owners, deadline).await;
+            let reply = renew(inner, &item.key, left, item.lease_ms, &owners, deadline).await;
             (i, reply)
         }
     });
@@ -140,14 +140,13 @@ const RENEW_CHUNK: usize = 500;
 /// One renewal round over every held lock, or with `due`, over the holds due for
 /// renewal by then.
 async fn renew_round(inner: &Arc<Shared>, budget: Duration, due: Option<Instant>) {
-    let keeper = &inner.keeper;
+    let book = &inner.book;
     // at most RENEW_CHUNK owners per function call: none holds the server for long
-    let snapshot = keeper.snapshot(RENEW_CHUNK, due);
+    let snapshot = book.snapshot(RENEW_CHUNK, due);
     if !snapshot.is_empty() {
-        keeper.rounds.fetch_add(1, Ordering::Relaxed);
+        book.rounds.fetch_add(1, Ordering::Relaxed);
         let locks: std::collections::HashSet<&Arc<str>> = snapshot.iter().map(|r| &r.key).collect();
-        keeper
-            .renewals
+        book.renewals
             .fetch_add(locks.len() as u64, Ordering::Relaxed);
         let items: Vec<RenewItem> = snapshot
             .iter()
@@ -166,11 +165,48 @@ async fn renew_round(inner: &Arc<Shared>, budget: Duration, due: Option<Instant>
         let mut failed = 0;
         for (of, reply) in snapshot.iter().zip(replies) {
             match reply {
-                Ok(present) => keeper.renewed(of, present, sent),
+                Ok(present) => book.renewed(of, present, sent),
                 Err(_) => failed += 1,
             }
         }
         crate::observe::renewal_round(snapshot.len(), failed, sent.elapsed());
     }
-    keeper.expire(Instant::now());
+    book.expire(Instant::now());
+}
+
+/// Renews the holds `owners` name on lock `key` (`lua/renew.lua`), confirmed, never
+/// past `deadline`, following the cluster for at most `budget`: for each owner, the
+/// ids renewed.
+async fn renew(
+    inner: &Shared,
+    key: &str,
+    budget: Duration,
+    lease_ms: u64,
+    owners: &[(&str, &[u64])],
+    deadline: Instant,
+) -> Result<Vec<Vec<u64>>> {
+    let slot = crate::slot::key_slot(key.as_bytes());
+    inner
+        .call_within(slot, budget, |c| async move {
+            let on = inner.on(&c, key, Op::Renew, Some(deadline));
+            inner.scripts.renew(on, lease_ms, owners).await
+        })
+        .await
+}
+
+/// Renews `items`, locks of `node`, in one pipeline on the connection of `slot`
+/// (`WAIT` counts the writes of the connection it is sent on), confirmed, never past
+/// `deadline`: a result per item.
+async fn renew_batch(
+    inner: &Shared,
+    node: &Node,
+    slot: u16,
+    items: &[RenewItem],
+    deadline: Instant,
+) -> Vec<Result<Vec<Vec<u64>>>> {
+    let confirm = inner.confirm(Op::Renew, slot, Some(deadline));
+    inner
+        .scripts
+        .renew_pipeline(node.lane(slot), &inner.counters, items, confirm)
+        .await
 }

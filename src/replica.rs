@@ -12,7 +12,7 @@ use std::time::Duration;
 /// acknowledges again or the master drops it (`repl-timeout`).
 ///
 /// ```
-/// use cluster_rwlock::ReplicaStatus;
+/// use cluster_rwlock::error::ReplicaStatus;
 /// let info = "role:master\r\nmaster_repl_offset:5000\r\n\
 ///     slave0:ip=10.0.0.4,port=6379,state=online,offset=4200,lag=12\r\n";
 /// let replicas = ReplicaStatus::parse_info(info);
@@ -42,7 +42,7 @@ impl ReplicaStatus {
     /// online not acknowledging (it acknowledges every second when in sync).
     ///
     /// ```
-    /// assert_eq!(cluster_rwlock::ReplicaStatus::SILENT_AFTER.as_secs(), 2);
+    /// assert_eq!(cluster_rwlock::error::ReplicaStatus::SILENT_AFTER.as_secs(), 2);
     /// ```
     pub const SILENT_AFTER: std::time::Duration = Duration::from_secs(2);
 
@@ -51,7 +51,7 @@ impl ReplicaStatus {
     /// are left `None`.
     ///
     /// ```
-    /// let none = cluster_rwlock::ReplicaStatus::parse_info("role:slave\r\n");
+    /// let none = cluster_rwlock::error::ReplicaStatus::parse_info("role:slave\r\n");
     /// assert!(none.is_empty());
     /// ```
     pub fn parse_info(info: &str) -> Vec<ReplicaStatus> {
@@ -62,8 +62,8 @@ impl ReplicaStatus {
     /// acknowledgement for longer than `after`.
     ///
     /// ```
-    /// # fn demo(r: &cluster_rwlock::ReplicaStatus) {
-    /// if r.is_silent(cluster_rwlock::ReplicaStatus::SILENT_AFTER) {
+    /// # fn demo(r: &cluster_rwlock::error::ReplicaStatus) {
+    /// if r.is_silent(cluster_rwlock::error::ReplicaStatus::SILENT_AFTER) {
     ///     eprintln!("grants on its master wait for {r}");
     /// }
     /// # }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::book::Book;
 use crate::cluster::notify::Notifier;
 use crate::cluster::router::Link;
 use crate::cluster::topology::UNKNOWN;
 use crate::cluster::Cluster;
 use crate::config::{Durability, LockConfig};
 use crate::error::Result;
-use crate::lease::Keeper;
 use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
@@ -73,7 +73,7 @@ pub(crate) struct Shared {
     pub cluster: Arc<Cluster>,
     pub scripts: Scripts,
     pub counters: Counters,
-    pub keeper: Arc<Keeper>,
+    pub book: Arc<Book>,
     pub config: LockConfig,
     pub runtime: tokio::runtime::Handle,
     /// A cluster-aware fred client for diagnostics ([`LockClient::redis`](crate::LockClient::redis)), connected on

@@ -209,7 +209,7 @@ async fn a_master_without_the_library_gets_it_again_or_the_user_is_told_to_set_i
     assert!(
         again
             .iter()
-            .all(|(_, s)| matches!(s, cluster_rwlock::Setup::Current { .. })),
+            .all(|(_, s)| matches!(s, cluster_rwlock::operator::Setup::Current { .. })),
         "{again:?}"
     );
     let user = LockClient::connect(app_config)

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cluster_rwlock::{Durability, LockConfig, DEFAULT_DURABILITY};
+use cluster_rwlock::config::DEFAULT_DURABILITY;
+use cluster_rwlock::{Durability, LockConfig};
 
 use super::common::{pct, Bench, BoxError};
 

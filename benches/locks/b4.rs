@@ -16,7 +16,7 @@ async fn b4_run(
     client: &LockClient,
     owners: usize,
     run: Duration,
-) -> Result<(Vec<u64>, cluster_rwlock::ClientStats), BoxError> {
+) -> Result<(Vec<u64>, cluster_rwlock::operator::ClientStats), BoxError> {
     let lock = client.rwlock("res")?;
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..owners)

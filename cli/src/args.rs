@@ -38,7 +38,7 @@ pub struct Cli {
     )]
     pub url: String,
     /// Key prefix of the locks.
-    #[arg(long, default_value = cluster_rwlock::DEFAULT_PREFIX, global = true)]
+    #[arg(long, default_value = cluster_rwlock::config::DEFAULT_PREFIX, global = true)]
     pub prefix: String,
     /// With a `rediss://` URL: trust the certificate authorities in this PEM file
     /// instead of the system's.

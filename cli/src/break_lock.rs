@@ -1,7 +1,8 @@
 //! `break`: an operator removes a stuck lock's holds, or a stuck client's holds and places
 //! in the queue (what would go, without `--yes`).
 
-use cluster_rwlock::{client_name_of, LockClient, LockState};
+use cluster_rwlock::operator::{client_name_of, LockState};
+use cluster_rwlock::LockClient;
 
 use crate::args::BreakArgs;
 use crate::clock::secs;
@@ -199,7 +200,7 @@ async fn break_client_everywhere(client: &LockClient, prefix: &str, who: &str, y
     };
     let (mut locks, mut holds, mut places) = (0usize, 0u64, 0u64);
     for key in keys {
-        let Some(name) = cluster_rwlock::keys::lock_name(prefix, &key) else {
+        let Some(name) = cluster_rwlock::operator::lock_name(prefix, &key) else {
             continue;
         };
         let Ok(lock) = client.rwlock(&name) else {

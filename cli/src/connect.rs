@@ -12,10 +12,10 @@ pub async fn config(cli: &Cli) -> Result<LockConfig, Box<dyn std::error::Error>>
     // the lease and the client name matter to `run` only: the holds it takes
     let (lease, name) = match &cli.command {
         crate::args::Command::Run(a) => (
-            a.lease.unwrap_or(cluster_rwlock::DEFAULT_LEASE),
+            a.lease.unwrap_or(cluster_rwlock::config::DEFAULT_LEASE),
             a.client_name.as_ref(),
         ),
-        _ => (cluster_rwlock::DEFAULT_LEASE, None),
+        _ => (cluster_rwlock::config::DEFAULT_LEASE, None),
     };
     let base = match name {
         Some(name) => base.client_name(name.as_str()),

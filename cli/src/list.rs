@@ -20,7 +20,7 @@ pub async fn list(client: &LockClient, cli: &Cli, a: &ListArgs) -> i32 {
     let mut out = Vec::new();
     let (mut listed, mut held) = (0usize, 0usize);
     for key in keys {
-        let Some(name) = cluster_rwlock::keys::lock_name(&cli.prefix, &key) else {
+        let Some(name) = cluster_rwlock::operator::lock_name(&cli.prefix, &key) else {
             continue;
         };
         if !glob(&a.pattern, &name) {

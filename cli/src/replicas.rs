@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, ReplicaStatus};
+use cluster_rwlock::error::ReplicaStatus;
+use cluster_rwlock::LockClient;
 use fred::prelude::*;
 use serde_json::{json, Value as Json};
 

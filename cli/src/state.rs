@@ -1,7 +1,8 @@
 //! A lock's state as the commands show it (text or JSON), and reading it: what
 //! `inspect`, `list`, `break`, `watch` and `top` share.
 
-use cluster_rwlock::{LockClient, LockState, Mode, RwLock};
+use cluster_rwlock::operator::LockState;
+use cluster_rwlock::{LockClient, Mode, RwLock};
 use serde_json::{json, Value as Json};
 
 use crate::clock;

@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use cluster_rwlock::{Heard, LockClient, LockState, Mode, ReleaseMessage, ReleaseMessages};
+use cluster_rwlock::operator::{Heard, LockState, ReleaseMessage, ReleaseMessages};
+use cluster_rwlock::{LockClient, Mode};
 use serde_json::json;
 
 use crate::args::WatchArgs;

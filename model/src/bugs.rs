@@ -108,7 +108,7 @@ impl Bug {
 
 /// The library's text with `bug`'s patches (the shipped text when `None`).
 pub fn library_text(bug: Option<Bug>) -> Result<String, String> {
-    let mut text = cluster_rwlock::library::TEXT.to_string();
+    let mut text = cluster_rwlock::operator::library::TEXT.to_string();
     for (from, to) in bug.map(Bug::patches).unwrap_or(&[]) {
         let found = text.matches(from).count();
         if found != 1 {
@@ -133,6 +133,9 @@ mod tests {
             crate::lua::Engine::load(&text).unwrap_or_else(|e| panic!("{}: {e}", bug.name()));
             assert_eq!(Bug::parse(bug.name()), Some(bug));
         }
-        assert_eq!(library_text(None).unwrap(), cluster_rwlock::library::TEXT);
+        assert_eq!(
+            library_text(None).unwrap(),
+            cluster_rwlock::operator::library::TEXT
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The shipped function library, run by an embedded Lua 5.1 (the dialect Redis embeds)
 //! against the in-memory keyspace of `redis.rs`: `redis.call`, `redis.pcall` and
 //! `redis.register_function` behave as a server's do for the replies the functions
-//! meet. The text is the library's own (`cluster_rwlock::library::TEXT`), changed only
+//! meet. The text is the library's own (`cluster_rwlock::operator::library::TEXT`), changed only
 //! by a seeded bug's patches (`bugs.rs`), each of which must match exactly once.
 
 use std::collections::HashMap;
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn the_shipped_library_grants_hands_over_and_fences() {
-        let e = Engine::load(cluster_rwlock::library::TEXT).unwrap();
+        let e = Engine::load(cluster_rwlock::operator::library::TEXT).unwrap();
         let mut c = call(1_700_000_000_000);
         let key = "rwlock:{a}";
         let (a, b) = (

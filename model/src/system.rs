@@ -335,7 +335,7 @@ impl System {
         let text = library_text(bug)?;
         Engine::load(&text)?;
         // the documented window (the shipped text's), whatever a seeded bug made of it
-        let claim_ms = cluster_rwlock::library::TEXT
+        let claim_ms = cluster_rwlock::operator::library::TEXT
             .split("\nlocal CLAIM_MS = ")
             .nth(1)
             .and_then(|rest| rest.split('\n').next())

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use cluster_rwlock::{LockClient, LockState, Mode, MultiLock, RwLock};
+use cluster_rwlock::operator::LockState;
+use cluster_rwlock::{LockClient, Mode, MultiLock, RwLock};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};

@@ -2,7 +2,8 @@
 //! class per kind of the Rust error, each with `is_retryable` (the Rust
 //! error's predicate) and the details a handler reads (`index`, `nothing_ran`, ...).
 
-use cluster_rwlock::{ConnectionErrorKind, Error};
+use cluster_rwlock::error::ConnectionErrorKind;
+use cluster_rwlock::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

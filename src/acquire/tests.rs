@@ -276,7 +276,7 @@ async fn an_unconfirmed_grant_is_undone_and_retried_under_a_new_id() {
 }
 
 fn silent_replica() -> Result<Attempt> {
-    let silent = crate::ReplicaStatus::parse_info(
+    let silent = crate::replica::ReplicaStatus::parse_info(
         "role:master\nmaster_repl_offset:9\nslave0:ip=10.0.0.4,port=6379,state=online,offset=1,lag=12\n",
     );
     Err(Error::NotReplicated {

@@ -177,7 +177,7 @@ impl Tally {
     /// The node's last confirmation, if it fell short no earlier than `since` and none
     /// was confirmed after it.
     pub fn short_since(&self, since: Instant) -> Option<Unconfirmed> {
-        crate::sync::lock(&self.short)
+        crate::mutex::lock(&self.short)
             .as_ref()
             .filter(|(at, _)| *at >= since)
             .map(|(_, u)| u.clone())
@@ -293,7 +293,7 @@ impl Gather {
     ) -> Batch {
         let count = calls.len();
         let gathered = {
-            let mut pending = crate::sync::lock(&self.pending);
+            let mut pending = crate::mutex::lock(&self.pending);
             match pending.as_mut() {
                 Some(jobs) => {
                     let (job, reply) = Job::new(asking, confirm, calls);
@@ -314,7 +314,7 @@ impl Gather {
     /// Sends what was gathered: each lane's calls handed to it at once (one batch per
     /// connection). Later calls go straight to their lanes; flushing twice does nothing.
     pub fn flush(&self) {
-        let Some(jobs) = crate::sync::lock(&self.pending).take() else {
+        let Some(jobs) = crate::mutex::lock(&self.pending).take() else {
             return;
         };
         let mut lanes: Vec<(Lane, Vec<Job>)> = Vec::new();
@@ -505,7 +505,7 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
     }
     if confirm.is_some() {
         // what a wait that runs out of time meanwhile says (see `Tally::short_since`)
-        *crate::sync::lock(&tally.short) = fell_short.map(|u| (Instant::now(), u));
+        *crate::mutex::lock(&tally.short) = fell_short.map(|u| (Instant::now(), u));
     }
 }
 

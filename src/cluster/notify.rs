@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, watch};
 use crate::cluster::router::{Router, Routes};
 use crate::cluster::topology::Addr;
 use crate::message::{Heard, ReleaseMessage};
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// Who a release message lets proceed.
 #[derive(Debug, Clone, PartialEq, Eq)]

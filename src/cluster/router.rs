@@ -30,7 +30,7 @@ use crate::cluster::lane::Lane;
 use crate::cluster::node::{Connector, Node};
 use crate::cluster::topology::{self, Addr, SlotMap};
 use crate::error::{Error, Result};
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// A command pending this long makes its node suspect.
 pub(crate) const SUSPECT_AFTER: Duration = Duration::from_millis(300);

@@ -1,4 +1,4 @@
-//! Client configuration.
+//! Client configuration: [`LockConfig`], [`Durability`], and their defaults and limits.
 
 use std::time::Duration;
 
@@ -15,20 +15,20 @@ pub(crate) use redis_config::redact;
 /// Default lease of a hold: 30 s, renewed every 10 s while held.
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::DEFAULT_LEASE.as_secs(), 30);
+/// assert_eq!(cluster_rwlock::config::DEFAULT_LEASE.as_secs(), 30);
 /// ```
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// The longest lease: a day (longer ones would overflow the server's expiry arithmetic
 /// long before they made sense for a lock).
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::MAX_LEASE.as_secs(), 86_400);
+/// assert_eq!(cluster_rwlock::config::MAX_LEASE.as_secs(), 86_400);
 /// ```
 pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
 /// Default key prefix.
 ///
 /// ```
-/// assert_eq!(cluster_rwlock::DEFAULT_PREFIX, "rwlock");
+/// assert_eq!(cluster_rwlock::config::DEFAULT_PREFIX, "rwlock");
 /// ```
 pub const DEFAULT_PREFIX: &str = "rwlock";
 
@@ -83,7 +83,7 @@ pub enum Durability {
 /// The default confirmation of grants and renewals.
 ///
 /// ```
-/// assert!(matches!(cluster_rwlock::DEFAULT_DURABILITY, cluster_rwlock::Durability::AllReplicas { .. }));
+/// assert!(matches!(cluster_rwlock::config::DEFAULT_DURABILITY, cluster_rwlock::Durability::AllReplicas { .. }));
 /// ```
 pub const DEFAULT_DURABILITY: Durability = Durability::AllReplicas {
     timeout: Duration::from_millis(500),
@@ -250,7 +250,7 @@ impl LockConfig {
 
     /// A readable name for this client's holds (default `<pid>@<host>`): every owner
     /// token this client makes starts with it (`<name>/<random>:<n>`), so that
-    /// [`RwLock::state`](crate::RwLock::state) ([`Holder::client_name`](crate::Holder::client_name)),
+    /// [`RwLock::state`](crate::RwLock::state) ([`Holder::client_name`](crate::operator::Holder::client_name)),
     /// the CLI's `inspect`, `list` and `watch`, and the traces say who holds a lock. It
     /// changes nothing about ownership: two clients of one name still exclude each other
     /// (for holds shared on purpose, see [`RwLock::with_owner`](crate::RwLock::with_owner)).
@@ -448,7 +448,7 @@ impl LockConfig {
     ///
     /// ```
     /// let c = cluster_rwlock::LockConfig::cluster(["redis://127.0.0.1:7000"]);
-    /// assert_eq!(c.get_durability(), cluster_rwlock::DEFAULT_DURABILITY);
+    /// assert_eq!(c.get_durability(), cluster_rwlock::config::DEFAULT_DURABILITY);
     /// ```
     pub fn get_durability(&self) -> Durability {
         self.durability
@@ -505,7 +505,7 @@ impl LockConfig {
     /// ```
     /// use std::time::Duration;
     /// use cluster_rwlock::LockConfig;
-    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).get_lease(), cluster_rwlock::DEFAULT_LEASE);
+    /// assert_eq!(LockConfig::cluster(["redis://127.0.0.1:7000"]).get_lease(), cluster_rwlock::config::DEFAULT_LEASE);
     /// ```
     pub fn get_lease(&self) -> Duration {
         self.lease

@@ -1,9 +1,9 @@
 //! RAII guards: a granted hold, renewed while it lives, released when dropped.
 
+use crate::book::HoldState;
 use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::hold::Patience;
-use crate::lease::HoldState;
 use crate::mode::Mode;
 
 use super::RwLock;

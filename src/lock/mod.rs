@@ -8,11 +8,11 @@ use std::time::Duration;
 mod finished;
 mod grant;
 pub mod guarded;
-mod messages;
+mod listen;
 
 pub use finished::Finished;
 pub use grant::{AnyGuard, Grant, LostSignal, ReadGuard, UpgradableReadGuard, WriteGuard};
-pub use messages::ReleaseMessages;
+pub use listen::ReleaseMessages;
 
 use crate::error::{Error, Result};
 use crate::hold::Hold;
@@ -463,7 +463,7 @@ impl RwLock {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a lease the client's
-    /// configuration would refuse (under 30 ms, over [`MAX_LEASE`](crate::MAX_LEASE), or
+    /// configuration would refuse (under 30 ms, over [`MAX_LEASE`](crate::config::MAX_LEASE), or
     /// under twice an explicit [`clock_margin`](crate::LockConfig::clock_margin)).
     pub fn with_lease(&self, lease: std::time::Duration) -> crate::Result<RwLock> {
         self.raw.config().check_lease(lease)?;

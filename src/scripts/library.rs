@@ -86,7 +86,7 @@ pub(crate) const GENERAL_ONLY: Library = Library {
 /// master, and did.
 ///
 /// ```
-/// use cluster_rwlock::Setup;
+/// use cluster_rwlock::operator::Setup;
 /// let s = Setup::Loaded { revision: 1 };
 /// assert_eq!(s.to_string(), "loaded revision 1");
 /// ```

@@ -27,8 +27,9 @@
 
 use std::time::Duration;
 
+use cluster_rwlock::config::DEFAULT_DURABILITY;
 use cluster_rwlock::slot::key_slot;
-use cluster_rwlock::{Durability, DEFAULT_DURABILITY};
+use cluster_rwlock::Durability;
 use cluster_rwlock_testkit::TestCluster;
 
 mod contended;

@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
-use cluster_rwlock::{LockClient, LockState, ReplicaStatus, RwLock};
+use cluster_rwlock::error::ReplicaStatus;
+use cluster_rwlock::operator::LockState;
+use cluster_rwlock::{LockClient, RwLock};
 use fred::prelude::*;
 use futures_util::{stream, StreamExt};
 
@@ -117,7 +119,7 @@ impl Sampler {
             match s {
                 None => gone.push(key),
                 Some(s) if busy(&s) => {
-                    if let Some(name) = cluster_rwlock::keys::lock_name(&self.prefix, &key) {
+                    if let Some(name) = cluster_rwlock::operator::lock_name(&self.prefix, &key) {
                         names.push(name);
                     }
                 }

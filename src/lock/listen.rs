@@ -3,7 +3,7 @@
 use crate::cluster::notify::Subscription;
 use crate::message::Heard;
 #[cfg(doc)]
-use crate::{ReleaseMessage, RwLock};
+use crate::{lock::RwLock, message::ReleaseMessage};
 
 /// The release messages of one lock, from the library's own subscription: on the node
 /// that serves the lock's slot, placed again after a failover or a slot move (a
@@ -12,7 +12,7 @@ use crate::{ReleaseMessage, RwLock};
 ///
 /// ```no_run
 /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-/// use cluster_rwlock::Heard;
+/// use cluster_rwlock::operator::Heard;
 /// let mut messages = lock.release_messages().await?;
 /// loop {
 ///     match messages.next().await {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// The shared state of one hold: until when it may be believed, and whether it was lost.
 #[derive(Debug)]
@@ -136,7 +136,7 @@ pub(crate) struct Entry {
 /// removing one costs the same whatever the client holds (no lock name or owner token
 /// hashed per grant and release; `held` is the map's length). The renewal rounds group
 /// the holds by lock and owner as they go (once per round, not per grant).
-pub(crate) struct Keeper {
+pub(crate) struct Book {
     entries: Mutex<HashMap<u64, Entry>>,
     /// The client's lease (the holds' unless their lock handle has its own), for tests.
     #[cfg(test)]
@@ -163,9 +163,9 @@ pub(crate) struct Keeper {
     pub renewals: AtomicU64,
 }
 
-impl Keeper {
-    pub fn new(lease: Duration, margin: Option<Duration>) -> Keeper {
-        Keeper {
+impl Book {
+    pub fn new(lease: Duration, margin: Option<Duration>) -> Book {
+        Book {
             entries: Mutex::new(HashMap::new()),
             #[cfg(test)]
             lease,
@@ -263,17 +263,17 @@ impl Keeper {
         until
     }
 
-    /// Marks every hold whose belief ran out, at each belief deadline, until the keeper
+    /// Marks every hold whose belief ran out, at each belief deadline, until the book
     /// is dropped (the client closed).
-    pub async fn expiry_task(keeper: std::sync::Weak<Keeper>) {
+    pub async fn expiry_task(book: std::sync::Weak<Book>) {
         loop {
-            let Some(k) = keeper.upgrade() else {
+            let Some(k) = book.upgrade() else {
                 return;
             };
             // wake at the earliest deadline, when a hold is added before it, and at
             // least every second to see whether the client is gone
             let until = k.schedule_wake(Instant::now() + Duration::from_secs(1));
-            // (the keeper outlives its client by this wait, at most)
+            // (the book outlives its client by this wait, at most)
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => {}
                 _ = k.added.notified() => {}
@@ -401,25 +401,25 @@ mod tests {
     /// lease are sent only when they are due, in calls of their own lease.
     #[tokio::test]
     async fn each_hold_follows_its_own_lease() {
-        let keeper = Keeper::new(Duration::from_secs(30), None);
+        let book = Book::new(Duration::from_secs(30), None);
         let (k, o) = (arc("k"), arc("o"));
         let t0 = Instant::now();
-        let long = HoldState::new(keeper.belief(t0, Duration::from_secs(30)));
-        keeper.add(&k, &o, 1, long.clone(), Duration::from_secs(30));
-        assert_eq!(keeper.period(), Duration::from_secs(10));
-        let short = HoldState::new(keeper.belief(t0, Duration::from_secs(3)));
-        keeper.add(&k, &o, 2, short.clone(), Duration::from_secs(3));
-        assert_eq!(keeper.period(), Duration::from_secs(1));
+        let long = HoldState::new(book.belief(t0, Duration::from_secs(30)));
+        book.add(&k, &o, 1, long.clone(), Duration::from_secs(30));
+        assert_eq!(book.period(), Duration::from_secs(10));
+        let short = HoldState::new(book.belief(t0, Duration::from_secs(3)));
+        book.add(&k, &o, 2, short.clone(), Duration::from_secs(3));
+        assert_eq!(book.period(), Duration::from_secs(1));
         // believed for the lease less a quarter of it
         assert_eq!(short.until(), t0 + Duration::from_millis(2250));
         assert_eq!(long.until(), t0 + Duration::from_millis(22_500));
         // one second on, only the short hold is due
-        let due = keeper.snapshot(10, Some(t0 + Duration::from_secs(1)));
+        let due = book.snapshot(10, Some(t0 + Duration::from_secs(1)));
         assert_eq!(due.len(), 1, "{due:?}");
         assert_eq!(due[0].lease, Duration::from_secs(3));
         assert_eq!(due[0].owners, vec![(o.clone(), vec![2])]);
         // every hold, by lease, when all are asked for
-        let mut all = keeper.snapshot(10, None);
+        let mut all = book.snapshot(10, None);
         all.sort_by_key(|r| r.lease);
         assert_eq!(all.len(), 2);
         assert_eq!(
@@ -428,99 +428,97 @@ mod tests {
         );
         // ten seconds on, the long one too
         assert_eq!(
-            keeper
-                .snapshot(10, Some(t0 + Duration::from_secs(10)))
-                .len(),
+            book.snapshot(10, Some(t0 + Duration::from_secs(10))).len(),
             2
         );
         // a renewal of the short lease moves its belief on by its own lease
-        keeper.renewed(&due[0], vec![vec![2]], t0 + Duration::from_secs(1));
+        book.renewed(&due[0], vec![vec![2]], t0 + Duration::from_secs(1));
         assert_eq!(short.until(), t0 + Duration::from_millis(3250));
-        keeper.expire(t0 + Duration::from_millis(3300));
+        book.expire(t0 + Duration::from_millis(3300));
         assert!(short.is_lost() && !long.is_lost());
     }
 
     /// Adds a hold granted by a call sent at `sent`, believed from then as `Hold::new`
     /// does: its state, and whether it was the book's first hold.
     fn put(
-        keeper: &Keeper,
+        book: &Book,
         key: &Arc<str>,
         owner: &Arc<str>,
         id: u64,
         sent: Instant,
     ) -> (Arc<HoldState>, bool) {
-        let state = HoldState::new(keeper.belief(sent, keeper.lease));
-        let first = keeper.add(key, owner, id, state.clone(), keeper.lease);
+        let state = HoldState::new(book.belief(sent, book.lease));
+        let first = book.add(key, owner, id, state.clone(), book.lease);
         (state, first)
     }
 
     #[tokio::test]
     async fn holds_are_kept_by_key_owner_and_id() {
-        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
+        let book = Book::new(Duration::from_secs(3), Some(Duration::ZERO));
         let k = arc("rwlock:{a}");
         let now = Instant::now();
-        assert!(put(&keeper, &k, &arc("o1"), 1, now).1);
-        assert!(!put(&keeper, &k, &arc("o1"), 2, now).1);
-        assert!(!put(&keeper, &k, &arc("o2"), 3, now).1);
-        assert_eq!(keeper.held(), 3);
-        let snap = keeper.snapshot(1, None);
+        assert!(put(&book, &k, &arc("o1"), 1, now).1);
+        assert!(!put(&book, &k, &arc("o1"), 2, now).1);
+        assert!(!put(&book, &k, &arc("o2"), 3, now).1);
+        assert_eq!(book.held(), 3);
+        let snap = book.snapshot(1, None);
         assert_eq!(snap.len(), 2, "one owner per entry");
-        keeper.remove(&k, &arc("o1"), 1);
-        keeper.remove(&k, &arc("o1"), 1);
-        assert_eq!(keeper.held(), 2);
+        book.remove(&k, &arc("o1"), 1);
+        book.remove(&k, &arc("o1"), 1);
+        assert_eq!(book.held(), 2);
     }
 
     #[tokio::test]
     async fn a_renewal_that_misses_a_hold_marks_it_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
+        let book = Book::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
         let now = Instant::now();
-        let (kept, _) = put(&keeper, &k, &o, 1, now);
-        let (gone, _) = put(&keeper, &k, &o, 2, now);
+        let (kept, _) = put(&book, &k, &o, 1, now);
+        let (gone, _) = put(&book, &k, &o, 2, now);
         let owners = vec![(o.clone(), vec![1, 2])];
-        keeper.renewed(&of(&k, keeper.lease, owners), vec![vec![1]], now);
+        book.renewed(&of(&k, book.lease, owners), vec![vec![1]], now);
         assert!(!kept.is_lost());
         assert!(gone.is_lost());
-        assert_eq!(keeper.held(), 1);
+        assert_eq!(book.held(), 1);
     }
 
     #[tokio::test]
     async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
-        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
+        let book = Book::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
         let t0 = Instant::now();
-        let (renewed, _) = put(&keeper, &k, &o, 1, t0);
-        let (not_named, _) = put(&keeper, &k, &o, 2, t0);
+        let (renewed, _) = put(&book, &k, &o, 1, t0);
+        let (not_named, _) = put(&book, &k, &o, 2, t0);
         // a renewal sent 2 s later named hold 1 only (hold 2 was granted after its
         // snapshot, say): the server moved hold 1's deadline on, not hold 2's
         let owners = vec![(o.clone(), vec![1])];
-        keeper.renewed(
-            &of(&k, keeper.lease, owners),
+        book.renewed(
+            &of(&k, book.lease, owners),
             vec![vec![1]],
             t0 + Duration::from_secs(2),
         );
-        keeper.expire(t0 + Duration::from_secs(3));
+        book.expire(t0 + Duration::from_secs(3));
         assert!(!renewed.is_lost());
         assert!(not_named.is_lost());
-        assert_eq!(keeper.held(), 1);
+        assert_eq!(book.held(), 1);
     }
 
     #[tokio::test]
     async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
-        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
+        let book = Book::new(Duration::from_secs(3), Some(Duration::ZERO));
         let (k, o) = (arc("k"), arc("o"));
-        let (from, _) = put(&keeper, &k, &o, 1, Instant::now());
+        let (from, _) = put(&book, &k, &o, 1, Instant::now());
         from.set_converting(true);
         // the renewal ran after the conversion function replaced hold 1 by hold 2
-        keeper.renewed(
-            &of(&k, keeper.lease, vec![(o.clone(), vec![1])]),
+        book.renewed(
+            &of(&k, book.lease, vec![(o.clone(), vec![1])]),
             vec![vec![2]],
             Instant::now(),
         );
         assert!(!from.is_lost());
         from.set_converting(false);
-        keeper.renewed(
-            &of(&k, keeper.lease, vec![(o.clone(), vec![1])]),
+        book.renewed(
+            &of(&k, book.lease, vec![(o.clone(), vec![1])]),
             vec![vec![]],
             Instant::now(),
         );
@@ -556,45 +554,45 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_lost() {
-        let keeper = Keeper::new(Duration::from_secs(3), Some(Duration::ZERO));
+        let book = Book::new(Duration::from_secs(3), Some(Duration::ZERO));
         let now = Instant::now();
-        let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, now);
-        keeper.expire(now + Duration::from_secs(2));
+        let (state, _) = put(&book, &arc("k"), &arc("o"), 1, now);
+        book.expire(now + Duration::from_secs(2));
         assert!(!state.is_lost());
-        keeper.expire(now + Duration::from_secs(3));
+        book.expire(now + Duration::from_secs(3));
         assert!(state.is_lost());
-        assert_eq!(keeper.held(), 0);
+        assert_eq!(book.held(), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_hold_added_before_the_timers_next_wake_up_wakes_it() {
-        let keeper = Arc::new(Keeper::new(Duration::from_secs(10), Some(Duration::ZERO)));
+        let book = Arc::new(Book::new(Duration::from_secs(10), Some(Duration::ZERO)));
         let t0 = Instant::now();
-        let (late, _) = put(&keeper, &arc("k"), &arc("a"), 1, t0);
-        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
+        let (late, _) = put(&book, &arc("k"), &arc("a"), 1, t0);
+        tokio::spawn(Book::expiry_task(Arc::downgrade(&book)));
         // the task is asleep until its one-second bound (the hold runs out at 10 s)
         tokio::time::sleep(Duration::from_millis(100)).await;
         // a hold believed for 300 ms more: before the task's wake-up, so it is told
         let early = HoldState::new(Instant::now() + Duration::from_millis(300));
-        keeper.add(&arc("k"), &arc("b"), 2, early.clone(), keeper.lease);
+        book.add(&arc("k"), &arc("b"), 2, early.clone(), book.lease);
         // a later one changes nothing
-        let (later, _) = put(&keeper, &arc("k"), &arc("c"), 3, Instant::now());
+        let (later, _) = put(&book, &arc("k"), &arc("c"), 3, Instant::now());
         tokio::time::sleep_until(t0 + Duration::from_millis(410)).await;
         // marked by the timer itself at its deadline, not only seen by the clock
         assert!(*early.lost.borrow());
         assert!(!*late.lost.borrow() && !*later.lost.borrow());
-        assert_eq!(keeper.held(), 2);
+        assert_eq!(book.held(), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
-        let keeper = Arc::new(Keeper::new(
+        let book = Arc::new(Book::new(
             Duration::from_secs(4),
             Some(Duration::from_secs(1)),
         ));
         let sent = Instant::now();
-        let (state, _) = put(&keeper, &arc("k"), &arc("o"), 1, sent);
-        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
+        let (state, _) = put(&book, &arc("k"), &arc("o"), 1, sent);
+        tokio::spawn(Book::expiry_task(Arc::downgrade(&book)));
         tokio::time::sleep_until(sent + Duration::from_millis(2_990)).await;
         assert!(!state.is_lost());
         state.lost().await;
@@ -605,10 +603,10 @@ mod tests {
         );
         // a renewal confirmed later moves the belief on; one sent earlier does not
         let sent2 = Instant::now();
-        let (again, _) = put(&keeper, &arc("k"), &arc("o"), 2, sent2);
+        let (again, _) = put(&book, &arc("k"), &arc("o"), 2, sent2);
         let owners = vec![(arc("o"), vec![2])];
-        keeper.renewed(
-            &of(&arc("k"), keeper.lease, owners),
+        book.renewed(
+            &of(&arc("k"), book.lease, owners),
             vec![vec![2]],
             sent2 - Duration::from_secs(2),
         );

@@ -10,7 +10,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::sync::lock;
+    use crate::mutex::lock;
     use std::sync::{Arc, Mutex};
 
     #[test]

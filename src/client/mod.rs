@@ -1,16 +1,19 @@
 //! The connection shared by every lock of a service.
 
+mod fenced; // fenced_set and fenced_get: the fenced store
+mod multi; // multi: several locks taken together
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::book::Book;
 use crate::cluster::Cluster;
 use crate::config::{LockConfig, Topology};
 use crate::error::{ClientResult, Error, Result};
 use crate::keys;
-use crate::lease::Keeper;
 use crate::lock::RwLock;
 use crate::scripts::{Breaking, Counters, Scripts, Setup};
 use crate::shared::Shared;
@@ -232,13 +235,13 @@ impl LockClient {
                 .try_into()
                 .unwrap_or([1; 8]),
         ) >> 17;
-        let keeper = Arc::new(Keeper::new(config.lease, config.clock_margin));
-        tokio::spawn(Keeper::expiry_task(Arc::downgrade(&keeper)));
+        let book = Arc::new(Book::new(config.lease, config.clock_margin));
+        tokio::spawn(Book::expiry_task(Arc::downgrade(&book)));
         let inner = Shared {
             cluster,
             scripts,
             counters: Counters::default(),
-            keeper,
+            book,
             config,
             runtime: tokio::runtime::Handle::current(),
             diagnostics,
@@ -260,7 +263,7 @@ impl LockClient {
     /// or has braces that cannot be what was meant (a `{` not closed, a `}` that closes
     /// nothing, a `{` inside braces: `acct:{3`). A name with a non-empty `{tag}` keeps
     /// it: the lock lands in the tag's slot, with the application's keys of that tag
-    /// (see [`keys`](crate::keys), and [`RwLock::same_slot_as`] to check a data key).
+    /// (see [`lock_key`](crate::operator::lock_key), and [`RwLock::same_slot_as`] to check a data key).
     ///
     /// ```no_run
     /// # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
@@ -334,7 +337,7 @@ impl LockClient {
     /// tail. The other waiters are told and the fence is raised as by
     /// [`force_release`](Self::force_release); holds taken under an explicit owner token
     /// ([`RwLock::with_owner`](crate::RwLock::with_owner)) are not the client's and stay.
-    /// [`RwLock::state`] before it tells who would go ([`Holder::client_name`](crate::Holder::client_name))
+    /// [`RwLock::state`] before it tells who would go ([`Holder::client_name`](crate::operator::Holder::client_name))
     /// and who is next. Logged at `warn` and counted as a forced release.
     ///
     /// # Cancel safety
@@ -432,10 +435,10 @@ impl LockClient {
             attempts: c.attempts.load(Ordering::Relaxed),
             round_trips: c.round_trips.load(Ordering::Relaxed),
             library_reloads: c.reloads.load(Ordering::Relaxed),
-            renewal_rounds: self.inner.keeper.rounds.load(Ordering::Relaxed),
-            renewals: self.inner.keeper.renewals.load(Ordering::Relaxed),
+            renewal_rounds: self.inner.book.rounds.load(Ordering::Relaxed),
+            renewals: self.inner.book.renewals.load(Ordering::Relaxed),
             confirmations: self.inner.cluster.router.connector().waits(),
-            held: self.inner.keeper.held() as u64,
+            held: self.inner.book.held() as u64,
             subscriptions: self.inner.notifier().map_or(0, |n| n.channel_count()) as u64,
         }
     }

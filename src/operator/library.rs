@@ -7,7 +7,7 @@
 //! arguments and replies.
 //!
 //! ```
-//! use cluster_rwlock::library;
+//! use cluster_rwlock::operator::library;
 //! assert!(library::TEXT.starts_with("#!lua name=cluster_rwlock_4\n"));
 //! assert!(library::TEXT.contains(&format!("local REVISION = {}\n", library::REVISION)));
 //! assert_eq!(library::PREFIX, "rwlock4_");
