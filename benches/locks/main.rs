@@ -2,9 +2,9 @@
 //! fairness, footprint. Run with `cargo bench` (starts the test bed's cluster) or
 //! `cargo bench --bench locks -- --url redis://host:port`.
 //!
-//! Each benchmark is a module under `locks/`, named after it: `b1.rs` to `b8.rs` (B6:
-//! cost as the number of readers of one lock grows; B7: multi-locks; B8: guarded
-//! writes); the report and the helpers they share are in `common.rs`.
+//! Each benchmark is a module under `locks/`, named after its label and what it measures
+//! (`b1_throughput.rs` to `b8_guarded_writes.rs`, listed below); the report and the
+//! helpers they share are in `common.rs`.
 //!
 //! Options: `--only B1,B3` runs a subset; `BENCH_SECONDS=n` shortens every timed run to
 //! n seconds and scales the counts down (a smoke run). Prints one JSON line per result,
@@ -12,14 +12,23 @@
 
 use cluster_rwlock_testkit::TestCluster;
 
-mod b1;
-mod b2;
-mod b3;
-mod b4;
-mod b5;
-mod b6;
-mod b7;
-mod b8;
+// B1: write cycles per second on independent locks, against the server's ceiling
+mod b1_throughput;
+// B2: hand-off latency between two clients, notifications on and off, and its plot
+mod b2_handoff;
+// B3: a writer's wait under busy readers, and a reader's under back-to-back writers
+mod b3_starvation;
+// B4: acquire attempts and round trips per contended grant, and fairness
+mod b4_contention;
+// B5: server memory per lock and per reader, client memory per waiter, renewal cost
+mod b5_footprint;
+// B6: what one call and a renewal round cost as the readers of one lock grow
+mod b6_reader_scale;
+// B7: multi-locks of 2 to 4 names: cycles, confirmed rounds, hand-off
+mod b7_multi_lock;
+// B8: a guarded write beside a plain SET with and without a state() check
+mod b8_guarded_writes;
+// the run's settings and report, percentiles, connections to the masters
 mod common;
 
 use common::{arg, Bench, BoxError};
@@ -44,34 +53,34 @@ async fn run() -> Result<(), BoxError> {
         rows: Vec::new(),
     };
     if wants("B1") {
-        b1::b1(&mut b).await?;
+        b1_throughput::b1(&mut b).await?;
     }
     if wants("B2") {
-        let latencies = b2::b2(&mut b).await?;
+        let latencies = b2_handoff::b2(&mut b).await?;
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/handoff.png");
-        match b2::plot(&latencies, &path) {
+        match b2_handoff::plot(&latencies, &path) {
             Ok(()) => eprintln!("plot: {}", path.display()),
             Err(e) => eprintln!("no plot: {e}"),
         }
     }
     if wants("B3") {
-        b3::b3(&mut b).await?;
+        b3_starvation::b3(&mut b).await?;
     }
     if wants("B4") {
-        b4::b4(&mut b).await?;
+        b4_contention::b4(&mut b).await?;
     }
     if wants("B5") {
-        b5::b5(&mut b).await?;
+        b5_footprint::b5(&mut b).await?;
     }
     if wants("B7") {
-        b7::b7(&mut b).await?;
+        b7_multi_lock::b7(&mut b).await?;
     }
     if wants("B8") {
-        b8::b8(&mut b).await?;
+        b8_guarded_writes::b8(&mut b).await?;
     }
     if wants("B6") {
-        b6::b6(&mut b).await?;
+        b6_reader_scale::b6(&mut b).await?;
     }
     println!("\n| bench | metric | value | target |\n|---|---|---|---|");
     for (bench, metric, value, target) in &b.rows {
@@ -87,7 +96,7 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     if std::env::args().any(|a| a == "--child-b4") {
-        return rt.block_on(b4::b4_child());
+        return rt.block_on(b4_contention::b4_child());
     }
     rt.block_on(run())
 }
