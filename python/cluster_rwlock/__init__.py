@@ -27,8 +27,8 @@ Guarantees (the Rust client's; see the crate's docs/GUARANTEES.md):
   not commit. Every grant has a ``fence`` that only grows; a resource that refuses
   fences lower than it has seen refuses a late holder's writes. Guarded calls write only
   while the hold is on the server.
-* Writers are preferred and readers queued before a writer go in before it: neither
-  starves. Waiters are woken by release messages (sharded pub/sub), not by polling.
+* Phase-fair: neither readers nor writers starve (one queue, in arrival order, readers
+  in groups). Waiters are woken by release messages (sharded pub/sub), not by polling.
 
 Blocking calls release the GIL and stop on Ctrl-C (``KeyboardInterrupt``; an acquire
 given up withdraws its place). Create clients after ``os.fork()``, not before. A process
