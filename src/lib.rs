@@ -41,7 +41,7 @@
 //! reentrant):
 //! ```no_run
 //! # async fn demo(client: cluster_rwlock::LockClient) -> cluster_rwlock::Result<()> {
-//! let job = client.rwlock("nightly-report")?.with_owner("job-17");
+//! let job = client.rwlock("nightly-report")?.with_owner("job-17")?;
 //! let w = job.write().await?;
 //! let again = job.write().await?; // the same owner: granted at once
 //! # Ok(()) }
@@ -358,155 +358,8 @@ struct SecurityDoctests;
 #[doc = include_str!("../docs/TESTBED.md")]
 struct TestbedDoctests;
 
-/// The documents cannot drift from what CI runs: every shell command of the README, of
-/// `docs/TESTBED.md` and of `docs/PYTHON.md` is in `.ci/run` as written, or names the step of `.ci/run` that
-/// runs it (`# CI: <step>`), or says why CI cannot (`# not in CI: <why>`).
 #[cfg(test)]
-mod docs_drift {
-    /// The commands of the ```sh blocks of `doc`, a line ending in `\` joined to the
-    /// next, with their comment.
-    fn shell_commands(doc: &str) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        let (mut in_sh, mut pending) = (false, String::new());
-        for line in doc.lines() {
-            let t = line.trim();
-            if t.starts_with("```") {
-                in_sh = t == "```sh";
-                continue;
-            }
-            if !in_sh || t.is_empty() || t.starts_with('#') {
-                continue;
-            }
-            if let Some(head) = t.strip_suffix('\\') {
-                pending.push_str(head.trim_end());
-                pending.push(' ');
-                continue;
-            }
-            let whole = format!("{pending}{t}");
-            pending.clear();
-            let (command, comment) = match whole.split_once("  # ") {
-                Some((c, k)) => (c.trim().to_string(), k.trim().to_string()),
-                None => (whole.trim().to_string(), String::new()),
-            };
-            out.push((command, comment));
-        }
-        out
-    }
-
-    #[test]
-    fn every_documented_command_runs_in_ci_or_says_why_not() {
-        let ci = include_str!("../.ci/run");
-        let mut checked = 0;
-        for (doc, text) in [
-            ("README.md", include_str!("../README.md")),
-            ("docs/TESTBED.md", include_str!("../docs/TESTBED.md")),
-            ("docs/PYTHON.md", include_str!("../docs/PYTHON.md")),
-        ] {
-            for (command, comment) in shell_commands(text) {
-                checked += 1;
-                if ci.lines().any(|l| l.trim() == command) {
-                    continue;
-                }
-                if let Some(step) = comment.strip_prefix("CI: ") {
-                    let step = step.split_whitespace().next().unwrap_or_default();
-                    assert!(
-                        !step.is_empty() && ci.contains(step),
-                        "{doc}: `{command}` names the CI step `{step}`, which .ci/run has not"
-                    );
-                    continue;
-                }
-                assert!(
-                    comment.starts_with("not in CI: "),
-                    "{doc}: `{command}` is not in .ci/run (add it, or say `# CI: <step>` or `# not in CI: <why>`)"
-                );
-            }
-        }
-        assert!(checked >= 10, "{checked} commands found");
-    }
-
-    /// The test targets a manifest lists: each `[[test]]`'s path (given, or the default
-    /// from its name).
-    fn listed_tests(manifest: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let (mut in_test, mut name, mut path) = (false, None::<String>, None::<String>);
-        let mut flush = |name: &mut Option<String>, path: &mut Option<String>| {
-            if let Some(p) = path.take() {
-                out.push(p);
-            } else if let Some(n) = name.take() {
-                out.push(format!("tests/{n}.rs"));
-                out.push(format!("tests/{n}/main.rs"));
-            }
-            *name = None;
-        };
-        for line in manifest.lines() {
-            let t = line.trim();
-            if t.starts_with('[') {
-                if in_test {
-                    flush(&mut name, &mut path);
-                }
-                in_test = t == "[[test]]";
-                continue;
-            }
-            let value = |key: &str| {
-                t.strip_prefix(key)
-                    .map(str::trim_start)
-                    .and_then(|r| r.strip_prefix('='))
-                    .map(|v| v.trim().trim_matches('"').to_string())
-            };
-            if in_test {
-                name = value("name").or(name);
-                path = value("path").or(path);
-            }
-        }
-        if in_test {
-            flush(&mut name, &mut path);
-        }
-        out
-    }
-
-    /// With `autotests = false`, a test file the manifest does not list is never built
-    /// and nothing says so: every `tests/*.rs` (and `tests/*/main.rs`) of each crate that
-    /// lists its tests is listed.
-    #[test]
-    fn every_test_file_is_listed_in_its_manifest() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut seen = 0;
-        for krate in [".", "cli", "testkit"] {
-            let dir = root.join(krate);
-            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-            assert!(manifest.contains("autotests = false"), "{krate}: autotests");
-            let listed = listed_tests(&manifest);
-            for entry in std::fs::read_dir(dir.join("tests")).unwrap() {
-                let entry = entry.unwrap();
-                let file = entry.file_name().to_string_lossy().to_string();
-                let target = if entry.path().is_dir() {
-                    if !entry.path().join("main.rs").exists() {
-                        continue; // modules of a test, not a test of its own
-                    }
-                    format!("tests/{file}/main.rs")
-                } else if let Some(stem) = file.strip_suffix(".rs") {
-                    format!("tests/{stem}.rs")
-                } else {
-                    continue;
-                };
-                seen += 1;
-                assert!(
-                    listed.contains(&target),
-                    "{krate}/{target} is not listed in {krate}/Cargo.toml: cargo never builds it"
-                );
-            }
-        }
-        assert!(seen >= 15, "{seen} test files found");
-    }
-
-    #[test]
-    fn the_manifest_reader_finds_names_and_paths() {
-        let listed = listed_tests(
-            "[package]\nname = \"x\"\n[[test]]\nname = \"a\"\n\n[[test]]\nname = \"b\"\npath = \"tests/b/run.rs\"\n[features]\n",
-        );
-        assert_eq!(listed, ["tests/a.rs", "tests/a/main.rs", "tests/b/run.rs"]);
-    }
-}
+mod docs_drift; // the documents and the map checked against what CI runs and what the code imports
 
 /// The Redis client this crate is built on, for [`LockClient::redis`]: the one place
 /// where its types are part of this crate's API. [`LockClient::redis`] hands out a client

@@ -71,8 +71,8 @@ async fn a_hand_off_message_alone_grants_nothing() {
         })
         .await;
         let name = format!("handed-{master_only}");
-        let holder = client.rwlock(&name).unwrap().with_owner("holder");
-        let waiter = client.rwlock(&name).unwrap().with_owner("waiter");
+        let holder = client.rwlock(&name).unwrap().with_owner("holder").unwrap();
+        let waiter = client.rwlock(&name).unwrap().with_owner("waiter").unwrap();
         let held = holder.write().await.unwrap();
         let wait = tokio::spawn(async move { waiter.write_timeout(Duration::from_secs(2)).await });
         // the waiter's place in the queue names the hold it would be handed
@@ -315,7 +315,7 @@ async fn a_pending_upgrade_converts_the_upgradable_hold_that_asked() {
     let p = prefix("pending-upgrade");
     let lease = Duration::from_secs(3);
     let client = client_with(cluster, |c| c.prefix(&p).lease(lease)).await;
-    let lock = client.rwlock("two-u").unwrap().with_owner("twice");
+    let lock = client.rwlock("two-u").unwrap().with_owner("twice").unwrap();
     let first = lock.upgradable_read().await.unwrap();
     let second = lock.upgradable_read().await.unwrap();
     let reader = client.rwlock("two-u").unwrap().read().await.unwrap();
@@ -353,7 +353,7 @@ async fn a_queued_writer_keeps_its_place_when_its_refresh_is_not_confirmed() {
     let writer = |who: &'static str| {
         // owners of their own: one owner has one place in the queue
         let (lock, order) = (
-            client.rwlock("fifo").unwrap().with_owner(who),
+            client.rwlock("fifo").unwrap().with_owner(who).unwrap(),
             order.clone(),
         );
         async move {

@@ -71,10 +71,10 @@ async fn explicit_owners_are_reentrant_and_exclude_others() {
     let cluster = cluster().await;
     let p = prefix("explicit");
     let client = client(cluster, &p).await;
-    let job = client.rwlock("res").unwrap().with_owner("job-17");
+    let job = client.rwlock("res").unwrap().with_owner("job-17").unwrap();
     // the same token through another handle (another task, another process)
-    let same = client.rwlock("res").unwrap().with_owner("job-17");
-    let rival = client.rwlock("res").unwrap().with_owner("job-18");
+    let same = client.rwlock("res").unwrap().with_owner("job-17").unwrap();
+    let rival = client.rwlock("res").unwrap().with_owner("job-18").unwrap();
 
     let w1 = job.write().await.unwrap();
     let w2 = same.try_write().await.unwrap().expect("reentrant write");
@@ -113,13 +113,14 @@ async fn holds_of_a_dead_process_run_out_though_a_sibling_renews_the_same_owner(
         .rwlock(name)
         .unwrap()
         .with_owner("job-9")
+        .unwrap()
         .read()
         .await
         .unwrap();
     std::mem::forget(g);
     dead.close().await;
     // another process of job-9 holds, and renews, all along
-    let job = alive.rwlock(name).unwrap().with_owner("job-9");
+    let job = alive.rwlock(name).unwrap().with_owner("job-9").unwrap();
     let held = job.read().await.unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
     let s = job.state().await.unwrap();
@@ -375,12 +376,13 @@ async fn a_renewal_that_drops_a_sibling_hold_still_extends_its_own() {
         .rwlock(name)
         .unwrap()
         .with_owner("job-r")
+        .unwrap()
         .read()
         .await
         .unwrap();
     std::mem::forget(g);
     dead.close().await;
-    let job = alive.rwlock(name).unwrap().with_owner("job-r");
+    let job = alive.rwlock(name).unwrap().with_owner("job-r").unwrap();
     let held = job.read().await.unwrap();
     let began = std::time::Instant::now();
     let wall_ms = || {

@@ -21,7 +21,7 @@ async fn b4_run(
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..owners)
         .map(|i| {
-            let lock = lock.with_owner(format!("{}-{i}", lock.owner()));
+            let lock = lock.with_owner(format!("{}-{i}", lock.owner())).unwrap();
             let stop = stop.clone();
             tokio::spawn(async move {
                 let mut grants = 0u64;

@@ -107,7 +107,7 @@ pub async fn b6(b: &mut Bench) -> Result<(), BoxError> {
         while next < n {
             let batch: Vec<_> = (next..(next + 64).min(n))
                 .map(|i| {
-                    let l = lock.with_owner(format!("h{i}"));
+                    let l = lock.with_owner(format!("h{i}")).unwrap();
                     tokio::spawn(async move { l.read().await })
                 })
                 .collect();

@@ -304,6 +304,59 @@ macro_rules! guard_basics {
     };
 }
 
+/// The grant's methods on each guard itself, so that each guard's own page lists them
+/// (not only under "Methods from Deref"): each is [`Grant`]'s method of the same name.
+macro_rules! grant_methods {
+    ($t:ident, $take:literal) => {
+        impl $t {
+            #[doc = concat!("Guarded calls under this hold: see [`Grant::guarded`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nlet status = guard.guarded().get(\"orders:{42}:status\").run().await?;\n# Ok(()) }\n```")]
+            pub fn guarded(&self) -> super::guarded::Guarded<'_> {
+                std::ops::Deref::deref(self).guarded()
+            }
+
+            #[doc = concat!("This grant's fencing token: see [`Grant::fence`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nprintln!(\"fence {}\", guard.fence());\n# Ok(()) }\n```")]
+            pub fn fence(&self) -> u64 {
+                std::ops::Deref::deref(self).fence()
+            }
+
+            #[doc = concat!("The mode of the hold: see [`Grant::mode`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nprintln!(\"{:?}\", guard.mode());\n# Ok(()) }\n```")]
+            pub fn mode(&self) -> Mode {
+                std::ops::Deref::deref(self).mode()
+            }
+
+            #[doc = concat!("Whether the lease was lost: see [`Grant::is_lost`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nif guard.is_lost() {\n    return Ok(()); // not protected any more\n}\n# Ok(()) }\n```")]
+            pub fn is_lost(&self) -> bool {
+                std::ops::Deref::deref(self).is_lost()
+            }
+
+            #[doc = concat!("Resolves when (and only if) the lease is lost: see [`Grant::lost`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\ntokio::select! {\n    _ = guard.lost() => eprintln!(\"lost\"),\n    _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}\n}\n# Ok(()) }\n```")]
+            pub fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+                std::ops::Deref::deref(self).lost()
+            }
+
+            #[doc = concat!("A handle that tells when the lease is lost: see [`Grant::lost_signal`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nlet signal = guard.lost_signal();\ntokio::spawn(async move { signal.lost().await; eprintln!(\"lost\") });\n# Ok(()) }\n```")]
+            pub fn lost_signal(&self) -> LostSignal {
+                std::ops::Deref::deref(self).lost_signal()
+            }
+
+            #[doc = concat!("The owner token of this hold: see [`Grant::owner`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nprintln!(\"held by {}\", guard.owner());\n# Ok(()) }\n```")]
+            pub fn owner(&self) -> &str {
+                std::ops::Deref::deref(self).owner()
+            }
+
+            #[doc = concat!("A second read hold of the same owner: see [`Grant::read_again`].\n\n# Cancel safety\nAs [`Grant::read_again`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nlet again = guard.read_again().await?;\n# Ok(()) }\n```")]
+            pub async fn read_again(&self) -> Result<ReadGuard> {
+                std::ops::Deref::deref(self).read_again().await
+            }
+
+            #[doc = concat!("The lock this guard holds: see [`Grant::lock`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nprintln!(\"{}\", guard.lock().name());\n# Ok(()) }\n```")]
+            pub fn lock(&self) -> &RwLock {
+                std::ops::Deref::deref(self).lock()
+            }
+        }
+    };
+}
+
 /// A shared (read) hold. Dropping it releases it in the background.
 ///
 /// ```no_run
@@ -320,6 +373,7 @@ macro_rules! guard_basics {
 pub struct ReadGuard(pub(crate) Grant);
 
 guard_basics!(ReadGuard);
+grant_methods!(ReadGuard, "lock.read().await?");
 
 /// An exclusive (write) hold. Dropping it releases it in the background.
 ///
@@ -336,6 +390,7 @@ guard_basics!(ReadGuard);
 pub struct WriteGuard(pub(crate) Grant);
 
 guard_basics!(WriteGuard);
+grant_methods!(WriteGuard, "lock.write().await?");
 
 impl WriteGuard {
     /// Turns this write hold into a read hold in one step: no writer can take the lock in
@@ -433,6 +488,7 @@ impl WriteGuard {
 pub struct UpgradableReadGuard(pub(crate) Grant);
 
 guard_basics!(UpgradableReadGuard);
+grant_methods!(UpgradableReadGuard, "lock.upgradable_read().await?");
 
 impl UpgradableReadGuard {
     /// Waits until the plain readers have left and turns this hold into the write hold,
@@ -626,6 +682,11 @@ impl AnyGuard {
         }
     }
 }
+
+grant_methods!(
+    AnyGuard,
+    "cluster_rwlock::AnyGuard::from(lock.write().await?)"
+);
 
 impl From<ReadGuard> for AnyGuard {
     fn from(g: ReadGuard) -> AnyGuard {

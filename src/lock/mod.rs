@@ -489,23 +489,29 @@ impl RwLock {
     /// The same lock with an explicit owner token (e.g. a job id): every hold taken
     /// through it is taken as that owner, and **holds of one explicit owner are
     /// reentrant**, wherever they are taken (other tasks, other processes). Give each
-    /// contender its own token. Tokens are 1 to 256 bytes without whitespace (checked
-    /// when acquiring).
+    /// contender its own token.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOwner`] when the token is empty, longer than 256 bytes or has
+    /// whitespace (the functions split their arguments on spaces).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let job = lock.with_owner("job-17");
+    /// let job = lock.with_owner("job-17")?;
+    /// assert!(lock.with_owner("two words").is_err());
     /// let w1 = job.write().await?;
     /// let w2 = job.write().await?; // the same owner: granted at once
     /// assert!(w2.fence() > w1.fence());
     /// # Ok(()) }
     /// ```
-    pub fn with_owner(&self, owner: impl Into<String>) -> RwLock {
-        RwLock {
-            owner: owner.into().into(),
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<RwLock> {
+        let owner = owner.into();
+        crate::keys::check_owner(&owner)?;
+        Ok(RwLock {
+            owner: owner.into(),
             explicit: true,
             ..self.clone()
-        }
+        })
     }
 
     /// Waits for a new hold of `mode` (at most `timeout`), as the next owner token. Not

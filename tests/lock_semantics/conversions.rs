@@ -59,7 +59,7 @@ async fn an_owner_with_two_upgradable_holds_stays_the_only_upgrader() {
     let cluster = cluster().await;
     let p = prefix("upg2");
     let client = client(cluster, &p).await;
-    let job = client.rwlock("u").unwrap().with_owner("job-17");
+    let job = client.rwlock("u").unwrap().with_owner("job-17").unwrap();
     let other = client.rwlock("u").unwrap();
     let a = job.upgradable_read().await.unwrap();
     let b = job.upgradable_read().await.unwrap();

@@ -198,7 +198,11 @@ async fn force_release_wakes_a_waiter_raises_the_fence_and_the_holder_learns_it(
     g.release().await.unwrap();
 
     // one owner's holds only
-    let job = stuck.rwlock("shared").unwrap().with_owner("job-17");
+    let job = stuck
+        .rwlock("shared")
+        .unwrap()
+        .with_owner("job-17")
+        .unwrap();
     let r1 = job.read().await.unwrap();
     let r2 = job.read().await.unwrap();
     let other = next.rwlock("shared").unwrap().read().await.unwrap();

@@ -49,8 +49,8 @@ async fn reentrancy_rules() {
     let p = prefix("reent");
     let client = client(cluster, &p).await;
     // holds of one explicit owner are reentrant
-    let lock = client.rwlock("res").unwrap().with_owner("owner-a");
-    let same_owner = client.rwlock("res").unwrap().with_owner("owner-a");
+    let lock = client.rwlock("res").unwrap().with_owner("owner-a").unwrap();
+    let same_owner = client.rwlock("res").unwrap().with_owner("owner-a").unwrap();
     let other = client.rwlock("res").unwrap();
 
     // write twice, then read, by one owner

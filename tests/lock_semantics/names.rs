@@ -96,8 +96,9 @@ async fn bad_names_and_config_are_typed_errors() {
     let zero_lease = LockClient::connect(common::config(cluster).lease(Duration::ZERO)).await;
     assert!(matches!(zero_lease, Err(Error::InvalidConfig(_))));
     let lock = client.rwlock("owner-check").unwrap();
+    assert!(matches!(lock.with_owner(""), Err(Error::InvalidOwner(_))));
     assert!(matches!(
-        lock.with_owner("").try_write().await,
+        lock.with_owner("a b"),
         Err(Error::InvalidOwner(_))
     ));
     assert_no_keys(cluster, &p).await;
@@ -221,7 +222,7 @@ async fn holders_carry_a_readable_client_name() {
     let b = plain.rwlock("res").unwrap();
     let r1 = a.read().await.unwrap();
     let r2 = b.read().await.unwrap();
-    let job = a.with_owner("job-17").read().await.unwrap();
+    let job = a.with_owner("job-17").unwrap().read().await.unwrap();
     let state = a.state().await.unwrap();
     let mut names: Vec<Option<&str>> = state.holders.iter().map(|h| h.client_name()).collect();
     names.sort();

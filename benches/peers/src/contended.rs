@@ -147,7 +147,7 @@ pub(crate) async fn b4_ours(
     lock.write().await?.release().await?; // warm-up
     let owners: Arc<Vec<_>> = Arc::new(
         (0..CONTENDERS)
-            .map(|i| lock.with_owner(format!("{}-{i}", lock.owner())))
+            .map(|i| lock.with_owner(format!("{}-{i}", lock.owner())).unwrap())
             .collect(),
     );
     let before = commands(masters).await;

@@ -20,7 +20,11 @@ async fn names_an_application_chose_are_shown_escaped() {
     let cluster = cluster().await;
     let prefix = prefix("cli-hostile");
     let client = client(cluster, &prefix).await;
-    let lock = client.rwlock(EVIL_NAME).unwrap().with_owner(EVIL_OWNER);
+    let lock = client
+        .rwlock(EVIL_NAME)
+        .unwrap()
+        .with_owner(EVIL_OWNER)
+        .unwrap();
     let held = lock.write().await.unwrap();
 
     for args in [

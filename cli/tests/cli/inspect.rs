@@ -14,7 +14,11 @@ async fn inspect_and_list_show_the_holders_on_every_master() {
     let cluster = cluster().await;
     let prefix = prefix("cli-look");
     let client = client(cluster, &prefix).await;
-    let held = client.rwlock("inspected").unwrap().with_owner("job-17");
+    let held = client
+        .rwlock("inspected")
+        .unwrap()
+        .with_owner("job-17")
+        .unwrap();
     let w = held.write().await.unwrap();
 
     let mut cmd = cli(cluster, &prefix);
@@ -163,7 +167,11 @@ async fn break_says_what_it_would_remove_then_removes_it() {
     let cluster = cluster().await;
     let prefix = prefix("cli-break");
     let client = client(cluster, &prefix).await;
-    let stuck = client.rwlock("stuck").unwrap().with_owner("job-17");
+    let stuck = client
+        .rwlock("stuck")
+        .unwrap()
+        .with_owner("job-17")
+        .unwrap();
     let held = stuck.write().await.unwrap();
 
     let mut cmd = cli(cluster, &prefix);

@@ -51,7 +51,10 @@ impl Task {
         if explicit {
             let owners = &self.ctx.spec.shared_owners;
             let owner = owners[self.rng.random_range(0..owners.len())].clone();
-            lock = lock.with_owner(owner);
+            // the shared owners are fixed words (`job-a`, `job-b`): valid tokens
+            if let Ok(as_owner) = lock.with_owner(owner) {
+                lock = as_owner;
+            }
         }
         let mode = match self.rng.random_range(0..10) {
             0..=3 => Mode::W,
