@@ -4,19 +4,22 @@
 //! or cleans up: that is the policy above it.
 //!
 //! ```text
+//!   LockClient              what a service makes first; its fenced and     (client/)
+//!        |                  multi-lock methods
 //!   RwLock, guards          the safe API: holds as RAII values; each     (lock/)
 //!        |                  guard method is one call on Hold and a wrap
 //!   Hold                    one granted hold: renewed, released, up-     (hold.rs)
 //!        |                  and downgraded; the only caller of the policy
-//!   acquire                 the waiting policy: attempts, messages,      (acquire/)
+//!   acquire, renewal        the waiting policy: attempts, messages,      (acquire/)
 //!        |                  hand-offs, clean-up; over a Seam (RawLock, or
-//!        |                  the unit tests' fake); lease book, renewals  (lease.rs, renewal.rs)
+//!        |                  the unit tests' fake); the renewal task and  (renewal.rs)
+//!        |                  its calls
 //!   RawLock                 one call per function: route, script, reply;   (raw.rs)
-//!        |                  the calls on no lock of the caller's         (routed.rs)
-//!        |                  (fenced store, renewals); confirmation: Op   (shared.rs)
-//!        |
+//!        |                  what every lock of a client shares, and its  (shared.rs)
+//!        |                  confirmation (Op)
 //!   Scripts                 the calls and the one transport of scripts   (scripts/)
 //!   Router, Lane            routing; one pipeline and one WAIT per batch (cluster/)
+//!   the base                the renewal book (book.rs), keys, errors, ...
 //! ```
 
 use std::sync::Arc;
