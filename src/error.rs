@@ -341,7 +341,7 @@ pub enum ConnectionErrorKind {
 ///
 /// ```
 /// # fn demo(e: cluster_rwlock::Error) {
-/// use cluster_rwlock::{ConnectionErrorKind, Error};
+/// use cluster_rwlock::error::{ConnectionErrorKind, Error};
 /// if let Error::Connection(c) = &e {
 ///     if c.kind() == ConnectionErrorKind::Tls {
 ///         eprintln!("check the certificates: {c}");
