@@ -1,9 +1,10 @@
 //! A granted hold as every guard has it ([`Grant`]), and its lost signal ([`LostSignal`]).
 
 use crate::book::HoldState;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::hold::Hold;
-use crate::hold::Patience;
 use crate::mode::Mode;
 
 use super::guards::ReadGuard;

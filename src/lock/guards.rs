@@ -2,7 +2,6 @@
 //! each a [`Grant`] released when dropped, with the conversions between modes.
 
 use crate::error::{Error, Result};
-use crate::hold::Hold;
 use crate::hold::Patience;
 use crate::mode::Mode;
 

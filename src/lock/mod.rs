@@ -12,13 +12,13 @@ mod guards; // the guards, and the conversions between modes
 mod listen; // a lock's release messages, as they come
 mod state; // `LockState` and `Holder`: what `state()` reads
 
+#[cfg(test)]
+use crate::keys::client_name_of;
 pub use finished::Finished;
 pub use grant::{Grant, LostSignal};
 pub use guards::{AnyGuard, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use listen::ReleaseMessages;
 pub use state::{Holder, LockState};
-#[cfg(test)]
-use crate::keys::client_name_of;
 
 use crate::error::{Error, Result};
 use crate::hold::Hold;
@@ -76,7 +76,6 @@ impl std::fmt::Debug for RwLock {
             .finish()
     }
 }
-
 
 /// Writes the `# Cancel safety` and `# Errors` sections of an acquire method.
 macro_rules! acquire_doc {

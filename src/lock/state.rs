@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use crate::keys::client_name_of;
-use crate::mode::Mode;
 #[cfg(doc)]
 use super::RwLock;
+use crate::keys::client_name_of;
+use crate::mode::Mode;
 
 /// One owner's holds, as [`RwLock::state`] reports them.
 ///
@@ -80,7 +80,6 @@ impl Holder {
         self.renewed_ago > self.lease / 2
     }
 }
-
 
 /// A snapshot of a lock, read in one call.
 ///
