@@ -2,7 +2,7 @@
 //! ([`LockClient::fenced_set`](crate::LockClient::fenced_set)), for data outside a lock's slot.
 
 use crate::error::Result;
-use crate::shared::{Op, Shared};
+use crate::shared::{CallKind, Shared};
 
 /// What [`LockClient::fenced_set`](crate::LockClient::fenced_set) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub(crate) async fn fenced_set(
     let slot = crate::slot::key_slot(key.as_bytes());
     inner
         .call(slot, |c| async move {
-            let on = inner.on(&c, key, Op::FencedSet, None);
+            let on = inner.on(&c, key, CallKind::FencedSet, None);
             inner.scripts.fenced_set(on, fence, value).await
         })
         .await

@@ -366,7 +366,7 @@ impl Drop for Unclaimed {
         if self.armed {
             self.raw.give_back_later(
                 self.owner.clone(),
-                GiveBack::Attempt {
+                GiveBack::AttemptReply {
                     id: self.id,
                     from: None,
                 },

@@ -15,21 +15,21 @@ use crate::mode::Mode;
 
 /// How an acquire ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Ended {
     Granted,
     Busy,
     TimedOut,
     Failed,
 }
 
-impl Outcome {
+impl Ended {
     #[cfg(feature = "tracing")]
     fn as_str(self) -> &'static str {
         match self {
-            Outcome::Granted => "granted",
-            Outcome::Busy => "busy",
-            Outcome::TimedOut => "timeout",
-            Outcome::Failed => "error",
+            Ended::Granted => "granted",
+            Ended::Busy => "busy",
+            Ended::TimedOut => "timeout",
+            Ended::Failed => "error",
         }
     }
 }
@@ -49,7 +49,7 @@ pub(crate) fn acquired(
     waited: Duration,
     attempts: u32,
     fence: Option<u64>,
-    outcome: Outcome,
+    outcome: Ended,
 ) {
     #[cfg(feature = "tracing")]
     tracing::debug!(
@@ -65,15 +65,15 @@ pub(crate) fn acquired(
     {
         let labels = labels(name, label_name, mode);
         match outcome {
-            Outcome::Granted => {
+            Ended::Granted => {
                 metrics::counter!("cluster_rwlock_grants_total", labels.clone()).increment(1);
                 metrics::histogram!("cluster_rwlock_acquire_wait_seconds", labels)
                     .record(waited.as_secs_f64());
             }
-            Outcome::TimedOut => {
+            Ended::TimedOut => {
                 metrics::counter!("cluster_rwlock_timeouts_total", labels).increment(1)
             }
-            Outcome::Busy | Outcome::Failed => {}
+            Ended::Busy | Ended::Failed => {}
         }
     }
 }

@@ -16,7 +16,7 @@
 //!        |                  its calls
 //!   RawLock                 one call per function: route, script, reply;   (raw.rs)
 //!        |                  what every lock of a client shares, and its  (shared.rs)
-//!        |                  confirmation (Op)
+//!        |                  confirmation (CallKind)
 //!   Scripts                 the calls and the one transport of scripts   (scripts/)
 //!   Router, Lane            routing; one pipeline and one WAIT per batch (cluster/)
 //!   the base                the renewal book (book.rs), keys, errors, ...
@@ -32,8 +32,8 @@ use crate::cluster::router::Link;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{Attempt, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released};
-use crate::shared::{Op, Shared};
+use crate::scripts::{AttemptReply, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released};
+use crate::shared::{CallKind, Shared};
 use crate::slot;
 
 /// One function call on a lock, the body every call of [`RawLock`] shares: routed to the
@@ -46,7 +46,7 @@ macro_rules! on_lock {
         let lock: &RawLock = $lock;
         let (inner, key) = (&lock.inner, &*lock.key);
         let gather = match $op {
-            Op::Acquire | Op::Probe | Op::Upgrade => lock.gather.as_deref(),
+            CallKind::Acquire | CallKind::Probe | CallKind::Upgrade => lock.gather.as_deref(),
             _ => None,
         };
         lock.call(|c| async move {
@@ -210,7 +210,7 @@ impl RawLock {
     }
 
     /// One attempt at hold `id` of `mode` for `owner` (`lua/acquire.lua`), confirmed
-    /// by the replicas unless it is a probe ([`Intent::Probe`], [`Op::Probe`]), never
+    /// by the replicas unless it is a probe ([`Intent::Probe`], [`CallKind::Probe`]), never
     /// past `deadline`.
     pub async fn acquire(
         &self,
@@ -219,11 +219,11 @@ impl RawLock {
         id: u64,
         intent: Intent,
         deadline: Option<Instant>,
-    ) -> Result<Attempt> {
+    ) -> Result<AttemptReply> {
         let lease = self.lease_ms();
         // (the op from the intent, not a variable of its own: this future's size is
         // counted in every acquire's)
-        on_lock!(self, Op::of_attempt(intent), deadline, |scripts, on| {
+        on_lock!(self, CallKind::of_attempt(intent), deadline, |scripts, on| {
             scripts.acquire(on, mode, owner, id, lease, intent)
         })
     }
@@ -238,9 +238,9 @@ impl RawLock {
         to: u64,
         wait: bool,
         deadline: Option<Instant>,
-    ) -> Result<Attempt> {
+    ) -> Result<AttemptReply> {
         let lease = self.lease_ms();
-        on_lock!(self, Op::Upgrade, deadline, |scripts, on| scripts
+        on_lock!(self, CallKind::Upgrade, deadline, |scripts, on| scripts
             .upgrade(on, owner, from, to, lease, wait))
     }
 
@@ -255,7 +255,7 @@ impl RawLock {
         mode: Mode,
     ) -> Result<Option<u64>> {
         let lease = self.lease_ms();
-        on_lock!(self, Op::Downgrade, None, |scripts, on| scripts
+        on_lock!(self, CallKind::Downgrade, None, |scripts, on| scripts
             .downgrade(on, owner, from, to, mode, lease))
     }
 
@@ -288,7 +288,7 @@ impl RawLock {
                 self.release(owner, id, (fence, believed_until), budget, true, others)
                     .await
             }
-            GiveBack::Attempt { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
+            GiveBack::AttemptReply { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
         }
     }
 
@@ -333,7 +333,7 @@ impl RawLock {
                 }
                 let in_flight = &in_flight;
                 async move {
-                    let mut on = inner.on(&c, key, Op::Release, None);
+                    let mut on = inner.on(&c, key, CallKind::Release, None);
                     if direct {
                         on.direct = true;
                     }
@@ -387,7 +387,7 @@ impl RawLock {
                         "a guarded call got no answer: its commands may have run, and are not sent again".into(),
                     ));
                 }
-                let on = inner.on(&c, key, Op::Guarded, None);
+                let on = inner.on(&c, key, CallKind::Guarded, None);
                 let reply = inner
                     .scripts
                     .guarded(on, owner, id, call)
@@ -425,7 +425,7 @@ impl RawLock {
     /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
     /// from the upgradable hold `from`, such a write hold turns back into that hold.
     async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
-        on_lock!(self, Op::Withdraw, None, |scripts, on| scripts
+        on_lock!(self, CallKind::Withdraw, None, |scripts, on| scripts
             .withdraw(on, owner, id, from))
     }
 
@@ -433,13 +433,13 @@ impl RawLock {
     /// (`lua/force_release.lua`): the holds removed and the fence. Unconfirmed, as a
     /// release: a replica that misses it keeps more holds, never fewer.
     pub async fn force_release(&self, only: Breaking<'_>) -> Result<(u64, Option<u64>, u64)> {
-        on_lock!(self, Op::ForceRelease, None, |scripts, on| scripts
+        on_lock!(self, CallKind::ForceRelease, None, |scripts, on| scripts
             .force_release(on, only))
     }
 
     /// The fence, the holders and the queued writers (`lua/state.lua`).
     pub async fn state(&self) -> Result<RawState> {
-        on_lock!(self, Op::State, None, |scripts, on| scripts.state(on))
+        on_lock!(self, CallKind::State, None, |scripts, on| scripts.state(on))
     }
 
     /// Sends a command for this lock to the node that serves its slot (see
@@ -469,7 +469,7 @@ pub(crate) enum GiveBack {
     /// in the queue (a writer's or a reader's) or its pending upgrade, and a hold granted
     /// or handed over meanwhile, which turns back into the upgradable hold `from` when
     /// one is given (an upgrade that keeps it) and is given back otherwise.
-    Attempt { id: u64, from: Option<u64> },
+    AttemptReply { id: u64, from: Option<u64> },
 }
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the function did not run on that node.

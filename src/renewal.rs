@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::cluster::node::Node;
 use crate::error::Result;
 use crate::scripts::RenewItem;
-use crate::shared::{Op, Shared};
+use crate::shared::{CallKind, Shared};
 
 /// Starts the client's renewal task (once). It wakes every third of the shortest lease
 /// of its holds and renews those due (a third of their own lease after their last
@@ -188,7 +188,7 @@ async fn renew(
     let slot = crate::slot::key_slot(key.as_bytes());
     inner
         .call_within(slot, budget, |c| async move {
-            let on = inner.on(&c, key, Op::Renew, Some(deadline));
+            let on = inner.on(&c, key, CallKind::Renew, Some(deadline));
             inner.scripts.renew(on, lease_ms, owners).await
         })
         .await
@@ -204,7 +204,7 @@ async fn renew_batch(
     items: &[RenewItem],
     deadline: Instant,
 ) -> Vec<Result<Vec<Vec<u64>>>> {
-    let confirm = inner.confirm(Op::Renew, slot, Some(deadline));
+    let confirm = inner.confirm(CallKind::Renew, slot, Some(deadline));
     inner
         .scripts
         .renew_pipeline(node.lane(slot), &inner.counters, items, confirm)

@@ -18,10 +18,10 @@ use crate::scripts::{Confirm, Counters, On, Scripts, Target};
 use tokio::time::Instant;
 
 /// Every function call, by what it does. Which of them count only once the replicas have
-/// their writes is decided here, once ([`Op::confirmed`]), for every caller: the raw
+/// their writes is decided here, once ([`CallKind::confirmed`]), for every caller: the raw
 /// lock, the renewals and the fenced store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
+pub(crate) enum CallKind {
     Acquire,
     /// An attempt expected to find the lock busy (a waiter's, after an attempt that
     /// did, with no release message since; a writer's first, on a slot found busy or
@@ -40,12 +40,12 @@ pub(crate) enum Op {
     State,
 }
 
-impl Op {
+impl CallKind {
     /// The op of an acquire attempt of `intent`: a probe's, or an acquire's.
-    pub fn of_attempt(intent: crate::scripts::Intent) -> Op {
+    pub fn of_attempt(intent: crate::scripts::Intent) -> CallKind {
         match intent {
-            crate::scripts::Intent::Probe => Op::Probe,
-            _ => Op::Acquire,
+            crate::scripts::Intent::Probe => CallKind::Probe,
+            _ => CallKind::Acquire,
         }
     }
 
@@ -56,13 +56,13 @@ impl Op {
     /// state only reads.
     pub fn confirmed(self) -> bool {
         match self {
-            Op::Acquire | Op::Upgrade | Op::Renew | Op::Guarded | Op::FencedSet => true,
-            Op::Probe
-            | Op::Downgrade
-            | Op::Release
-            | Op::Withdraw
-            | Op::ForceRelease
-            | Op::State => false,
+            CallKind::Acquire | CallKind::Upgrade | CallKind::Renew | CallKind::Guarded | CallKind::FencedSet => true,
+            CallKind::Probe
+            | CallKind::Downgrade
+            | CallKind::Release
+            | CallKind::Withdraw
+            | CallKind::ForceRelease
+            | CallKind::State => false,
         }
     }
 }
@@ -95,7 +95,7 @@ impl Shared {
         &'a self,
         link: &'a Link,
         key: &'a str,
-        op: Op,
+        op: CallKind,
         deadline: Option<Instant>,
     ) -> On<'a> {
         let confirm = if op.confirmed() {
@@ -155,7 +155,7 @@ impl Shared {
     /// WAIT to send after it, never past `deadline`; `None` for no WAIT (a call that is
     /// not confirmed, the weaker mode, or a master that has no replica that could be
     /// promoted).
-    pub fn confirm(&self, op: Op, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
+    pub fn confirm(&self, op: CallKind, slot: u16, deadline: Option<Instant>) -> Option<Confirm> {
         if !op.confirmed() {
             return None;
         }
@@ -225,21 +225,21 @@ mod tests {
     #[test]
     fn what_a_caller_believes_is_confirmed_and_what_gives_back_is_not() {
         for op in [
-            Op::Acquire,
-            Op::Upgrade,
-            Op::Renew,
-            Op::Guarded,
-            Op::FencedSet,
+            CallKind::Acquire,
+            CallKind::Upgrade,
+            CallKind::Renew,
+            CallKind::Guarded,
+            CallKind::FencedSet,
         ] {
             assert!(op.confirmed(), "{op:?}");
         }
         for op in [
-            Op::Probe,
-            Op::Downgrade,
-            Op::Release,
-            Op::Withdraw,
-            Op::ForceRelease,
-            Op::State,
+            CallKind::Probe,
+            CallKind::Downgrade,
+            CallKind::Release,
+            CallKind::Withdraw,
+            CallKind::ForceRelease,
+            CallKind::State,
         ] {
             assert!(!op.confirmed(), "{op:?}");
         }

@@ -13,7 +13,7 @@ use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::GiveBack;
-use crate::scripts::{Attempt, Counted, Intent, CLAIM_WINDOW};
+use crate::scripts::{AttemptReply, Counted, Intent, CLAIM_WINDOW};
 
 mod seam;
 #[cfg(test)]
@@ -105,11 +105,11 @@ pub(crate) struct Acquired {
     /// this is part of every acquire future's size.)
     pub left: Option<std::num::NonZeroU32>,
     /// The grant said that another owner held, or someone waited, right after it: the
-    /// release skips the function's path for a lone holder (see `Attempt::Granted`).
+    /// release skips the function's path for a lone holder (see `AttemptReply::Granted`).
     pub others: bool,
 }
 
-enum Outcome {
+enum Verdict {
     Granted(Acquired),
     /// A hold handed over, taken by an [`Intent::Take`]: its lease counts from the first
     /// attempt under its id, which the waiting loop knows (its `sent` is the take's).
@@ -137,7 +137,7 @@ impl<L: Seam> Leftovers<L> {
     /// What goes back: the attempt's leftovers, a write hold handed over meanwhile
     /// turning back into `from` when one is given.
     fn what(&self, from: Option<u64>) -> GiveBack {
-        GiveBack::Attempt { id: self.id, from }
+        GiveBack::AttemptReply { id: self.id, from }
     }
 
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
@@ -194,9 +194,9 @@ pub(crate) async fn try_once<L: Seam>(
     let began = Instant::now();
     let result = try_attempt(lock, owner, ask).await;
     let (fence, outcome) = match &result {
-        Ok(Some(hold)) => (Some(hold.fence), observe::Outcome::Granted),
-        Ok(None) => (None, observe::Outcome::Busy),
-        Err(_) => (None, observe::Outcome::Failed),
+        Ok(Some(hold)) => (Some(hold.fence), observe::Ended::Granted),
+        Ok(None) => (None, observe::Ended::Busy),
+        Err(_) => (None, observe::Ended::Failed),
     };
     observe(lock, ask, began, 1, fence, outcome);
     result
@@ -208,7 +208,7 @@ fn observe<L: Seam>(
     began: Instant,
     attempts: u32,
     fence: Option<u64>,
-    outcome: observe::Outcome,
+    outcome: observe::Ended,
 ) {
     let label_name = lock.config().metrics_lock_names;
     observe::acquired(
@@ -238,11 +238,11 @@ async fn try_attempt<L: Seam>(lock: &L, owner: Arc<str>, ask: Ask) -> Result<Opt
         Err(Error::Server(_) | Error::Connection(_) | Error::Unavailable(_))
     );
     match outcome? {
-        Outcome::Granted(hold) => Ok(Some(hold)),
+        Verdict::Granted(hold) => Ok(Some(hold)),
         // (a try is never a take)
-        Outcome::Taken(_) => Err(Error::Protocol("a try answered as a take".into())),
+        Verdict::Taken(_) => Err(Error::Protocol("a try answered as a take".into())),
         // (a try is never a probe)
-        Outcome::Unconfirmed | Outcome::Busy(_) => Ok(None),
+        Verdict::Unconfirmed | Verdict::Busy(_) => Ok(None),
     }
 }
 
@@ -265,11 +265,11 @@ pub(crate) async fn wait<L: Seam>(
     let wait = tracing::Instrument::instrument(wait, span);
     let result = wait.await;
     let (fence, outcome) = match &result {
-        Ok(hold) => (Some(hold.fence), observe::Outcome::Granted),
-        Err(Error::Timeout(_)) => (None, observe::Outcome::TimedOut),
+        Ok(hold) => (Some(hold.fence), observe::Ended::Granted),
+        Err(Error::Timeout(_)) => (None, observe::Ended::TimedOut),
         // (a wait whose time ran out on grants the replicas did not confirm)
-        Err(Error::NotReplicated { .. }) if timeout.is_some() => (None, observe::Outcome::TimedOut),
-        Err(_) => (None, observe::Outcome::Failed),
+        Err(Error::NotReplicated { .. }) if timeout.is_some() => (None, observe::Ended::TimedOut),
+        Err(_) => (None, observe::Ended::Failed),
     };
     observe(lock, ask, began, attempts, fence, outcome);
     result
@@ -390,14 +390,14 @@ async fn wait_loop<L: Seam>(
         attempt_deadline = deadline;
         expect_busy = true;
         let wait = match outcome {
-            Ok(Outcome::Granted(hold)) => {
+            Ok(Verdict::Granted(hold)) => {
                 leftovers.armed = false;
                 if handed_to_me {
                     observe::handed_over(lock.name(), hold.fence);
                 }
                 return Ok(hold);
             }
-            Ok(Outcome::Taken(hold)) => {
+            Ok(Verdict::Taken(hold)) => {
                 // (a take follows a message that handed the lock to this waiter) its
                 // lease counts from the first attempt under its id
                 leftovers.armed = false;
@@ -407,7 +407,7 @@ async fn wait_loop<L: Seam>(
                     ..hold
                 });
             }
-            Ok(Outcome::Unconfirmed) => {
+            Ok(Verdict::Unconfirmed) => {
                 // the same attempt (the same hold id: the function finds the hold and
                 // writes it again) at once, confirmed; its lease counts from then. Its
                 // confirmation is part of the attempt that won the grant, made in full
@@ -417,7 +417,7 @@ async fn wait_loop<L: Seam>(
                 attempt_deadline = deadline.map(|d| d.max(Instant::now() + FIRST_ATTEMPT));
                 continue;
             }
-            Ok(Outcome::Busy(wait_ms)) => {
+            Ok(Verdict::Busy(wait_ms)) => {
                 busy = true;
                 // a place in the queue is kept (and a writer may be handed the lock)
                 // until it withdraws
@@ -510,7 +510,7 @@ async fn wait_loop<L: Seam>(
 }
 
 /// One attempt, as `intent` says (a try, a waiter's attempt; for a new hold, the fast
-/// path skipped or a probe: not confirmed, a grant it wins is [`Outcome::Unconfirmed`];
+/// path skipped or a probe: not confirmed, a grant it wins is [`Verdict::Unconfirmed`];
 /// `Ask::Again` is always [`Intent::Again`]). Cancel safety comes from the
 /// caller's armed [`Leftovers`]: if this future is dropped after the command was
 /// sent, the give-back that `Leftovers` sends goes on the same connection, after it,
@@ -524,7 +524,7 @@ async fn attempt<L: Seam>(
     id: u64,
     intent: Intent,
     deadline: Option<Instant>,
-) -> Result<Outcome> {
+) -> Result<Verdict> {
     let sent = Instant::now();
     let reply = match ask {
         Ask::Again(mode) => lock.acquire(owner, mode, id, Intent::Again, deadline).await,
@@ -542,7 +542,7 @@ async fn attempt<L: Seam>(
             // find the upgradable hold gone and the undo a write hold it does not know);
             // other undos run in the background, and the next attempt takes a new id
             let from = ask.upgrade_from();
-            let undone = GiveBack::Attempt { id, from };
+            let undone = GiveBack::AttemptReply { id, from };
             if from.is_some() {
                 lock.give_back(owner, undone).await?;
             } else {
@@ -553,8 +553,8 @@ async fn attempt<L: Seam>(
         other => other?,
     };
     match reply {
-        Attempt::Granted { .. } if intent == Intent::Probe => Ok(Outcome::Unconfirmed),
-        Attempt::Granted {
+        AttemptReply::Granted { .. } if intent == Intent::Probe => Ok(Verdict::Unconfirmed),
+        AttemptReply::Granted {
             fence,
             others,
             lease,
@@ -571,24 +571,24 @@ async fn attempt<L: Seam>(
                 left: None,
             };
             match lease {
-                Counted::Whole => Ok(Outcome::Granted(granted)),
-                Counted::Left(ms) => Ok(Outcome::Granted(Acquired {
+                Counted::Whole => Ok(Verdict::Granted(granted)),
+                Counted::Left(ms) => Ok(Verdict::Granted(Acquired {
                     left: Some(lease_left(ms)),
                     ..granted
                 })),
-                Counted::FromFirstAttempt if intent == Intent::Take => Ok(Outcome::Taken(granted)),
+                Counted::FromFirstAttempt if intent == Intent::Take => Ok(Verdict::Taken(granted)),
                 // (only a take is answered so)
                 Counted::FromFirstAttempt => Err(Error::Protocol(
                     "a grant counted from a first attempt, to an attempt that is no take".into(),
                 )),
             }
         }
-        Attempt::Busy { wait_ms } => {
+        AttemptReply::Busy { wait_ms } => {
             lock.mark_contended();
-            Ok(Outcome::Busy(wait_ms))
+            Ok(Verdict::Busy(wait_ms))
         }
-        Attempt::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
-        Attempt::Gone => Err(Error::LockLost),
+        AttemptReply::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
+        AttemptReply::Gone => Err(Error::LockLost),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::LockConfig;
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::raw::{GiveBack, RawLock};
-use crate::scripts::{Attempt, Intent};
+use crate::scripts::{AttemptReply, Intent};
 
 /// What the waiting policy needs of a lock: its calls, its release messages, its
 /// settings. [`RawLock`] is the lock; the unit tests below put a fake under the policy,
@@ -45,7 +45,7 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
         id: u64,
         intent: Intent,
         deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a;
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a;
     /// One attempt to upgrade (see [`RawLock::upgrade`]).
     fn upgrade<'a>(
         &'a self,
@@ -54,7 +54,7 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
         to: u64,
         wait: bool,
         deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a;
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a;
     /// Gives back what an attempt left, or a hold (see [`RawLock::give_back`]).
     fn give_back<'a>(
         &'a self,
@@ -130,7 +130,7 @@ impl Seam for RawLock {
         id: u64,
         intent: Intent,
         deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a {
         RawLock::acquire(self, owner, mode, id, intent, deadline)
     }
     fn upgrade<'a>(
@@ -140,7 +140,7 @@ impl Seam for RawLock {
         to: u64,
         wait: bool,
         deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a {
         RawLock::upgrade(self, owner, from, to, wait, deadline)
     }
     fn give_back<'a>(

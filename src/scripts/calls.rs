@@ -7,7 +7,7 @@ use fred::prelude::*;
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
 use super::transport::{fcall_args, not_replicated, Arg, Ran};
 use super::{
-    Attempt, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, RawHolder,
+    AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, RawHolder,
     RawState, Released, Scripts,
 };
 use crate::error::{Error, Result};
@@ -22,7 +22,7 @@ impl Scripts {
         hold: u64,
         lease_ms: u64,
         intent: Intent,
-    ) -> Result<Attempt> {
+    ) -> Result<AttemptReply> {
         on.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let args = [
             Arg::Word(mode.arg()),
@@ -38,7 +38,7 @@ impl Scripts {
             on.target.key,
             ran,
             "acquire",
-            (-1, Attempt::UpgradeDeadlock),
+            (-1, AttemptReply::UpgradeDeadlock),
         )
     }
 
@@ -109,7 +109,7 @@ impl Scripts {
         to: u64,
         lease_ms: u64,
         wait: bool,
-    ) -> Result<Attempt> {
+    ) -> Result<AttemptReply> {
         on.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let args = [
             Arg::Text(owner),
@@ -119,7 +119,7 @@ impl Scripts {
             Arg::Word(if wait { "1" } else { "0" }),
         ];
         let ran = self.run(on, &self.upgrade, &args).await?;
-        granted_only_if_confirmed(on.target.key, ran, "upgrade", (2, Attempt::Gone))
+        granted_only_if_confirmed(on.target.key, ran, "upgrade", (2, AttemptReply::Gone))
     }
 
     /// Renews the named holds of each owner (and no other hold: see `lua/renew.lua`);
@@ -399,11 +399,11 @@ fn granted_only_if_confirmed(
     key: &str,
     ran: Ran,
     script: &str,
-    other: (i64, Attempt),
-) -> Result<Attempt> {
+    other: (i64, AttemptReply),
+) -> Result<AttemptReply> {
     let outcome = attempt(script, &status(key, ran.value)?, other)?;
     match (outcome, ran.unconfirmed) {
-        (Attempt::Granted { .. }, Some(u)) => Err(not_replicated(key, u)),
+        (AttemptReply::Granted { .. }, Some(u)) => Err(not_replicated(key, u)),
         _ => Ok(outcome),
     }
 }

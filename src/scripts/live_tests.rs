@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 
-use super::{Attempt, Confirm, Counters, Intent, Lane, On, RenewItem, Scripts, Target};
+use super::{AttemptReply, Confirm, Counters, Intent, Lane, On, RenewItem, Scripts, Target};
 use crate::mode::Mode;
 
 const LEASE_MS: u64 = 30_000;
@@ -115,7 +115,7 @@ impl TwoPaths {
             .await
             .unwrap();
         match a {
-            Attempt::Granted { others, .. } => others,
+            AttemptReply::Granted { others, .. } => others,
             other => panic!("{owner} on {key}: {other:?}"),
         }
     }
@@ -156,7 +156,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
                 .acquire(t.on(key), mode, "owner-1", hold, LEASE_MS, Intent::Wait)
                 .await
                 .unwrap();
-            assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
+            assert!(matches!(a, AttemptReply::Granted { .. }), "{key}: {a:?}");
         }
         let (f, g) = t.snapshots().await;
         eprintln!("paths: step {step}, {mode:?} granted: fast {f:?}, general {g:?}");
@@ -213,7 +213,7 @@ async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general
             .acquire(t.on(key), Mode::Write, "owner-1", 1, LEASE_MS, intent)
             .await
             .unwrap();
-        assert!(matches!(a, Attempt::Granted { .. }), "{key}: {a:?}");
+        assert!(matches!(a, AttemptReply::Granted { .. }), "{key}: {a:?}");
     }
     let (b, g) = t.snapshots().await;
     assert_eq!(b.0, g.0, "the grant's hash");
@@ -231,7 +231,7 @@ async fn a_waiter_that_found_the_lock_busy_is_granted_a_free_lock_by_the_general
         )
         .await
         .unwrap();
-    assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
+    assert!(matches!(a, AttemptReply::Busy { .. }), "{a:?}");
     t.remove().await;
 }
 
@@ -326,18 +326,18 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     };
     assert!(matches!(
         acquire(Mode::Upgradable, "up", 1).await,
-        Attempt::Granted { .. }
+        AttemptReply::Granted { .. }
     ));
     assert!(matches!(
         acquire(Mode::Read, "reader", 1).await,
-        Attempt::Granted { .. }
+        AttemptReply::Granted { .. }
     ));
     // the upgrade (hold 1 into write hold 2) waits for the reader: pending
     let a = scripts
         .upgrade(on, "up", 1, 2, LEASE_MS, true)
         .await
         .unwrap();
-    assert!(matches!(a, Attempt::Busy { .. }), "{a:?}");
+    assert!(matches!(a, AttemptReply::Busy { .. }), "{a:?}");
     // the reader leaves: the pending upgrade becomes write hold 2
     assert_eq!(
         scripts.release(on, "reader", 1, false).await.unwrap(),
@@ -360,11 +360,11 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     // it is an upgradable hold like any: readers enter, another upgrader does not
     assert!(matches!(
         acquire(Mode::Read, "reader", 3).await,
-        Attempt::Granted { .. }
+        AttemptReply::Granted { .. }
     ));
     assert!(matches!(
         acquire(Mode::Upgradable, "other", 4).await,
-        Attempt::Busy { .. }
+        AttemptReply::Busy { .. }
     ));
     let _: i64 = node.del(&key).await.unwrap();
     let _ = node.quit().await;
@@ -472,7 +472,7 @@ async fn the_guarded_script_never_touches_its_own_lock() {
         )
         .await
         .unwrap();
-    assert!(matches!(a, Attempt::Granted { .. }), "{a:?}");
+    assert!(matches!(a, AttemptReply::Granted { .. }), "{a:?}");
     let before = snapshot(&t.node, &key).await;
     let channel = format!("{key}:released");
     let data = format!("{key}:data");

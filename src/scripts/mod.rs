@@ -42,9 +42,9 @@ pub(crate) struct Scripts {
     fenced_set: Value,
 }
 
-/// Outcome of one acquire attempt.
+/// The reply of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Attempt {
+pub(crate) enum AttemptReply {
     Granted {
         fence: u64,
         /// Another owner held, or someone waited, right after the grant (a hint: the

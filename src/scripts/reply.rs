@@ -5,7 +5,7 @@ use fred::prelude::*;
 
 use crate::error::{Error, Result};
 
-use super::{Attempt, Counted};
+use super::{AttemptReply, Counted};
 
 /// The reply of the state script.
 pub(crate) struct RawState {
@@ -62,14 +62,14 @@ pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
 /// The reply of an attempt (acquire or upgrade): `{1, fence[, others]}` granted,
 /// `{0, wait_ms}` busy, or the one code of `op`'s own (`special`); any other code is a
 /// protocol error.
-pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, Attempt)) -> Result<Attempt> {
+pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, AttemptReply)) -> Result<AttemptReply> {
     match code(parts)? {
-        1 => Ok(Attempt::Granted {
+        1 => Ok(AttemptReply::Granted {
             fence: number(parts.get(1))?,
             others: others(parts.get(2))?,
             lease: counted(parts.get(3))?,
         }),
-        0 => Ok(Attempt::Busy {
+        0 => Ok(AttemptReply::Busy {
             wait_ms: number(parts.get(1))?,
         }),
         c if c == special.0 => Ok(special.1),
@@ -242,11 +242,11 @@ mod tests {
     #[test]
     fn attempt_replies_map_to_outcomes() {
         let reply = |items: Vec<Value>| status("k", list(items)).unwrap();
-        let deadlock = (-1, Attempt::UpgradeDeadlock);
+        let deadlock = (-1, AttemptReply::UpgradeDeadlock);
         let granted = reply(vec![Value::Integer(1), Value::from("77")]);
         assert_eq!(
             attempt("acquire", &granted, deadlock).unwrap(),
-            Attempt::Granted {
+            AttemptReply::Granted {
                 fence: 77,
                 others: false,
                 lease: Counted::Whole,
@@ -261,7 +261,7 @@ mod tests {
         ]);
         assert_eq!(
             attempt("acquire", &handed, deadlock).unwrap(),
-            Attempt::Granted {
+            AttemptReply::Granted {
                 fence: 79,
                 others: true,
                 lease: Counted::Left(2500),
@@ -276,7 +276,7 @@ mod tests {
         ]);
         assert_eq!(
             attempt("acquire", &taken, deadlock).unwrap(),
-            Attempt::Granted {
+            AttemptReply::Granted {
                 fence: 80,
                 others: false,
                 lease: Counted::FromFirstAttempt,
@@ -311,7 +311,7 @@ mod tests {
             ]);
             assert_eq!(
                 attempt("acquire", &granted, deadlock).unwrap(),
-                Attempt::Granted {
+                AttemptReply::Granted {
                     fence: 78,
                     others,
                     lease: Counted::Whole
@@ -330,22 +330,22 @@ mod tests {
         let busy = reply(vec![Value::Integer(0), Value::Integer(12)]);
         assert_eq!(
             attempt("acquire", &busy, deadlock).unwrap(),
-            Attempt::Busy { wait_ms: 12 }
+            AttemptReply::Busy { wait_ms: 12 }
         );
         let minus_one = reply(vec![Value::Integer(-1)]);
         assert_eq!(
             attempt("acquire", &minus_one, deadlock).unwrap(),
-            Attempt::UpgradeDeadlock
+            AttemptReply::UpgradeDeadlock
         );
         // a code of another operation is not this one's
         assert!(matches!(
-            attempt("upgrade", &minus_one, (2, Attempt::Gone)),
+            attempt("upgrade", &minus_one, (2, AttemptReply::Gone)),
             Err(Error::Protocol(_))
         ));
         let two = reply(vec![Value::Integer(2)]);
         assert_eq!(
-            attempt("upgrade", &two, (2, Attempt::Gone)).unwrap(),
-            Attempt::Gone
+            attempt("upgrade", &two, (2, AttemptReply::Gone)).unwrap(),
+            AttemptReply::Gone
         );
     }
 }

@@ -68,7 +68,7 @@ async fn an_unconfirmed_grant_is_undone_and_retried_under_a_new_id() {
     }));
 }
 
-fn silent_replica() -> Result<Attempt> {
+fn silent_replica() -> Result<AttemptReply> {
     let silent = crate::replica::ReplicaStatus::parse_info(
         "role:master\nmaster_repl_offset:9\nslave0:ip=10.0.0.4,port=6379,state=online,offset=1,lag=12\n",
     );
@@ -135,7 +135,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
     // first attempt is: a grant won in time is not thrown away
     let slow_grant = (
         Duration::from_millis(1),
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence: 5,
             others: false,
             lease: Counted::Whole,
@@ -186,7 +186,7 @@ async fn try_once_is_one_attempt_and_an_upgrade_deadlock_is_an_error() {
             intent: Intent::Try
         }]
     );
-    let lock = Fake::new(true, vec![(Duration::ZERO, Ok(Attempt::UpgradeDeadlock))]);
+    let lock = Fake::new(true, vec![(Duration::ZERO, Ok(AttemptReply::UpgradeDeadlock))]);
     let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
     assert!(matches!(r, Err(Error::UpgradeDeadlock)), "{r:?}");
     let lock = Fake::new(true, vec![granted(4)]);

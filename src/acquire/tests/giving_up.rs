@@ -107,7 +107,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     // the attempt's round trip outlasts the timeout: its grant is not thrown away
     let slow = (
         Duration::from_millis(50),
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence: 2,
             others: false,
             lease: Counted::Whole,
@@ -125,7 +125,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     // an attempt slower than FIRST_ATTEMPT is given up, and cleaned up
     let slower = (
         FIRST_ATTEMPT * 2,
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence: 3,
             others: false,
             lease: Counted::Whole,

@@ -54,10 +54,10 @@ async fn a_hand_off_message_wakes_the_writer_and_readers_messages_do_not() {
 }
 
 /// A take's grant, answered without the server's clock.
-fn taken(fence: u64) -> (Duration, Result<Attempt>) {
+fn taken(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence,
             others: false,
             lease: Counted::FromFirstAttempt,
@@ -175,7 +175,7 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
     let handed = || {
         (
             Duration::ZERO,
-            Ok(Attempt::Granted {
+            Ok(AttemptReply::Granted {
                 fence: 9,
                 others: false,
                 lease: Counted::Left(2_500),

@@ -27,7 +27,7 @@ struct State {
     config: LockConfig,
     ids: AtomicU64,
     /// The answers to the next attempts, each after its delay; then busy for a minute.
-    answers: Mutex<VecDeque<(Duration, Result<Attempt>)>>,
+    answers: Mutex<VecDeque<(Duration, Result<AttemptReply>)>>,
     calls: Mutex<Vec<Call>>,
     /// Release messages, when notifications are on.
     wakes: Option<broadcast::Sender<Wake>>,
@@ -41,7 +41,7 @@ struct State {
 struct Fake(Arc<State>);
 
 impl Fake {
-    fn new(notifications: bool, answers: Vec<(Duration, Result<Attempt>)>) -> Fake {
+    fn new(notifications: bool, answers: Vec<(Duration, Result<AttemptReply>)>) -> Fake {
         Fake(Arc::new(State {
             config: LockConfig::cluster(["redis://127.0.0.1:1"]),
             ids: AtomicU64::new(1),
@@ -76,10 +76,10 @@ impl Fake {
         let _ = self.0.wakes.as_ref().expect("notifications on").send(wake);
     }
 
-    async fn answer(&self) -> Result<Attempt> {
+    async fn answer(&self) -> Result<AttemptReply> {
         let next = self.0.answers.lock().unwrap().pop_front();
         let (delay, answer) =
-            next.unwrap_or((Duration::ZERO, Ok(Attempt::Busy { wait_ms: 60_000 })));
+            next.unwrap_or((Duration::ZERO, Ok(AttemptReply::Busy { wait_ms: 60_000 })));
         tokio::time::sleep(delay).await;
         answer
     }
@@ -136,7 +136,7 @@ impl Seam for Fake {
         id: u64,
         intent: Intent,
         _deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a {
         self.log(Call::Acquire { id, intent });
         self.answer()
     }
@@ -147,7 +147,7 @@ impl Seam for Fake {
         to: u64,
         _wait: bool,
         _deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Attempt>> + Send + 'a {
+    ) -> impl Future<Output = Result<AttemptReply>> + Send + 'a {
         self.log(Call::Upgrade { from, to });
         self.answer()
     }
@@ -157,7 +157,7 @@ impl Seam for Fake {
         what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
         self.log(match what {
-            GiveBack::Attempt { id, from } => Call::Withdraw { id, from },
+            GiveBack::AttemptReply { id, from } => Call::Withdraw { id, from },
             GiveBack::Held { id, .. } => Call::Release { id },
         });
         async { Ok(true) }
@@ -169,10 +169,10 @@ impl Seam for Fake {
 
 const OWNER: &str = "me@host/1";
 
-fn granted(fence: u64) -> (Duration, Result<Attempt>) {
+fn granted(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence,
             others: false,
             lease: Counted::Whole,
@@ -181,10 +181,10 @@ fn granted(fence: u64) -> (Duration, Result<Attempt>) {
 }
 
 /// A grant whose reply says that others held or waited.
-fn granted_shared(fence: u64) -> (Duration, Result<Attempt>) {
+fn granted_shared(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
-        Ok(Attempt::Granted {
+        Ok(AttemptReply::Granted {
             fence,
             others: true,
             lease: Counted::Whole,
@@ -192,11 +192,11 @@ fn granted_shared(fence: u64) -> (Duration, Result<Attempt>) {
     )
 }
 
-fn busy(wait_ms: u64) -> (Duration, Result<Attempt>) {
-    (Duration::ZERO, Ok(Attempt::Busy { wait_ms }))
+fn busy(wait_ms: u64) -> (Duration, Result<AttemptReply>) {
+    (Duration::ZERO, Ok(AttemptReply::Busy { wait_ms }))
 }
 
-fn unavailable() -> (Duration, Result<Attempt>) {
+fn unavailable() -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
         Err(Error::Unavailable("x:1 did not answer".into())),
