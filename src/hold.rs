@@ -366,7 +366,7 @@ impl Drop for Unclaimed {
         if self.armed {
             self.raw.give_back_later(
                 self.owner.clone(),
-                GiveBack::AttemptReply {
+                GiveBack::Attempt {
                     id: self.id,
                     from: None,
                 },

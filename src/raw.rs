@@ -32,7 +32,9 @@ use crate::cluster::router::Link;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
-use crate::scripts::{AttemptReply, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released};
+use crate::scripts::{
+    AttemptReply, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released,
+};
 use crate::shared::{CallKind, Shared};
 use crate::slot;
 
@@ -223,9 +225,12 @@ impl RawLock {
         let lease = self.lease_ms();
         // (the op from the intent, not a variable of its own: this future's size is
         // counted in every acquire's)
-        on_lock!(self, CallKind::of_attempt(intent), deadline, |scripts, on| {
-            scripts.acquire(on, mode, owner, id, lease, intent)
-        })
+        on_lock!(
+            self,
+            CallKind::of_attempt(intent),
+            deadline,
+            |scripts, on| { scripts.acquire(on, mode, owner, id, lease, intent) }
+        )
     }
 
     /// One attempt to turn upgradable hold `from` into write hold `to`
@@ -288,7 +293,7 @@ impl RawLock {
                 self.release(owner, id, (fence, believed_until), budget, true, others)
                     .await
             }
-            GiveBack::AttemptReply { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
+            GiveBack::Attempt { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
         }
     }
 
@@ -469,7 +474,7 @@ pub(crate) enum GiveBack {
     /// in the queue (a writer's or a reader's) or its pending upgrade, and a hold granted
     /// or handed over meanwhile, which turns back into the upgradable hold `from` when
     /// one is given (an upgrade that keeps it) and is given back otherwise.
-    AttemptReply { id: u64, from: Option<u64> },
+    Attempt { id: u64, from: Option<u64> },
 }
 
 /// A reply that is a redirect (`MOVED`, `ASK`): the function did not run on that node.

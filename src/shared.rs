@@ -56,7 +56,11 @@ impl CallKind {
     /// state only reads.
     pub fn confirmed(self) -> bool {
         match self {
-            CallKind::Acquire | CallKind::Upgrade | CallKind::Renew | CallKind::Guarded | CallKind::FencedSet => true,
+            CallKind::Acquire
+            | CallKind::Upgrade
+            | CallKind::Renew
+            | CallKind::Guarded
+            | CallKind::FencedSet => true,
             CallKind::Probe
             | CallKind::Downgrade
             | CallKind::Release

@@ -137,7 +137,7 @@ impl<L: Seam> Leftovers<L> {
     /// What goes back: the attempt's leftovers, a write hold handed over meanwhile
     /// turning back into `from` when one is given.
     fn what(&self, from: Option<u64>) -> GiveBack {
-        GiveBack::AttemptReply { id: self.id, from }
+        GiveBack::Attempt { id: self.id, from }
     }
 
     /// Undoes what is left now, not in the background, for an upgrade that gives up and
@@ -542,7 +542,7 @@ async fn attempt<L: Seam>(
             // find the upgradable hold gone and the undo a write hold it does not know);
             // other undos run in the background, and the next attempt takes a new id
             let from = ask.upgrade_from();
-            let undone = GiveBack::AttemptReply { id, from };
+            let undone = GiveBack::Attempt { id, from };
             if from.is_some() {
                 lock.give_back(owner, undone).await?;
             } else {

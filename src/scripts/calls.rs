@@ -7,8 +7,8 @@ use fred::prelude::*;
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
 use super::transport::{fcall_args, not_replicated, Arg, Ran};
 use super::{
-    AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, RawHolder,
-    RawState, Released, Scripts,
+    AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On,
+    RawHolder, RawState, Released, Scripts,
 };
 use crate::error::{Error, Result};
 use crate::mode::Mode;

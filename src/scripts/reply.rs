@@ -62,7 +62,11 @@ pub(super) fn status(key: &str, reply: Value) -> Result<Vec<Value>> {
 /// The reply of an attempt (acquire or upgrade): `{1, fence[, others]}` granted,
 /// `{0, wait_ms}` busy, or the one code of `op`'s own (`special`); any other code is a
 /// protocol error.
-pub(super) fn attempt(op: &str, parts: &[Value], special: (i64, AttemptReply)) -> Result<AttemptReply> {
+pub(super) fn attempt(
+    op: &str,
+    parts: &[Value],
+    special: (i64, AttemptReply),
+) -> Result<AttemptReply> {
     match code(parts)? {
         1 => Ok(AttemptReply::Granted {
             fence: number(parts.get(1))?,

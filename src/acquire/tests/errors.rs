@@ -186,7 +186,10 @@ async fn try_once_is_one_attempt_and_an_upgrade_deadlock_is_an_error() {
             intent: Intent::Try
         }]
     );
-    let lock = Fake::new(true, vec![(Duration::ZERO, Ok(AttemptReply::UpgradeDeadlock))]);
+    let lock = Fake::new(
+        true,
+        vec![(Duration::ZERO, Ok(AttemptReply::UpgradeDeadlock))],
+    );
     let r = wait(&lock, OWNER.into(), Ask::Hold(Mode::Write), None).await;
     assert!(matches!(r, Err(Error::UpgradeDeadlock)), "{r:?}");
     let lock = Fake::new(true, vec![granted(4)]);

@@ -157,7 +157,7 @@ impl Seam for Fake {
         what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
         self.log(match what {
-            GiveBack::AttemptReply { id, from } => Call::Withdraw { id, from },
+            GiveBack::Attempt { id, from } => Call::Withdraw { id, from },
             GiveBack::Held { id, .. } => Call::Release { id },
         });
         async { Ok(true) }
