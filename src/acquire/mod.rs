@@ -7,19 +7,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cluster::notify::Wake;
 use crate::error::{Error, Result};
 use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::GiveBack;
-use crate::scripts::{AttemptReply, Counted, Intent, CLAIM_WINDOW};
+use crate::scripts::{AttemptReply, Counted, Intent};
 
-mod seam;
+mod seam; // the seam under the policy: the raw lock, or the unit tests' fake
 #[cfg(test)]
-mod tests;
+mod tests; // the policy's decisions on a fake seam, on a paused clock
+mod waiter; // the waiting loop: a `Waiter` and its steps
 
 pub(crate) use seam::{Seam, Wakes};
+use waiter::wait_loop;
 
 /// Pause between attempts after a Redis error, while a deadline allows retrying.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -273,240 +274,6 @@ pub(crate) async fn wait<L: Seam>(
     };
     observe(lock, ask, began, attempts, fence, outcome);
     result
-}
-
-/// The waiting loop: subscribe, attempt, sleep until a release message that concerns
-/// this waiter or the deadline the attempt returned, again.
-async fn wait_loop<L: Seam>(
-    lock: &L,
-    owner: Arc<str>,
-    ask: Ask,
-    timeout: Option<Duration>,
-    attempts: &mut u32,
-) -> Result<Acquired> {
-    check_owner(&owner)?;
-    let began = Instant::now();
-    // a timeout too long to add to the clock (`Duration::MAX`) waits without a deadline
-    let deadline = timeout.and_then(|t| began.checked_add(t));
-    // the first attempt is made in full, however short the timeout (see FIRST_ATTEMPT);
-    // later ones stop at the deadline
-    let mut attempt_deadline = deadline.map(|d| d.max(began + FIRST_ATTEMPT));
-    let timed_out = || Error::Timeout(timeout.unwrap_or_default());
-    // the last grant the replicas did not confirm, if any: a wait that runs out after
-    // one says so (and which replicas), not that the lock was busy. (A busy answer after
-    // it does not clear it: the lock may be busy with that very grant, not given back
-    // yet.) Without one, a wait whose time ran out while confirmations on the lock's
-    // master fell short (the last one did, since shortly before the wait began, and none
-    // was confirmed since) says so too: its own attempt may have been cut in its WAIT,
-    // or found busy the grant a wait before it had to give back
-    let mut refused: Option<Error> = None;
-    let short_from = began.checked_sub(SHORT_BEFORE).unwrap_or(began);
-    let mut id = lock.next_hold_id();
-    let write = ask.writes();
-    let mut leftovers = Leftovers {
-        raw: lock.clone(),
-        owner: owner.clone(),
-        id,
-        from: ask.upgrade_from(),
-        armed: false,
-    };
-    // an upgrade that runs out of time withdraws before it returns (see `settle`)
-    macro_rules! give_up {
-        () => {
-            return Err(match leftovers.settle().await {
-                Ok(()) => refused
-                    .take()
-                    .or_else(|| lock.short_since(short_from))
-                    .unwrap_or_else(timed_out),
-                Err(e) => e,
-            })
-        };
-    }
-    // when the first attempt under `id` was sent, at the latest: a hold handed over and
-    // taken by an `Intent::Take` counts its lease from then
-    let mut id_since = began;
-    let mut sub: Option<L::Wakes> = None;
-    // a release message said the lock was handed to this waiter's current hold id
-    let mut handed_to_me = false;
-    // the last attempt found the lock busy, or this client lately found its slot busy or
-    // shared: the next attempt skips the function's fast path (for a free lock), which would
-    // most likely fall through
-    let mut busy = lock.contended_lately();
-    // the next attempt is expected to find the lock busy again: no release message came
-    // that concerns this waiter since an attempt did (or, for a writer's first attempt,
-    // this client lately found the slot busy or shared; not for a reader's, which a
-    // lock shared by readers grants at once). It goes as a probe, not confirmed: a
-    // waiter's refusals, most of a busy lock's calls, cost no `WAIT`; a grant it wins is
-    // sent again, confirmed, before it is believed (one call more, and the hold kept on
-    // the server a round trip longer than its holder uses it: so only where a refusal
-    // is likely)
-    let mut expect_busy = busy && ask == Ask::Hold(Mode::Write);
-    loop {
-        if sub.is_none() {
-            if let Some(join) = lock.join() {
-                // a join that outlasts the first attempt's time does not stop it: the
-                // attempt goes without a subscription. The first join leaves the first
-                // attempt FIRST_ATTEMPT of the caller's time, so that the two together
-                // end by the caller's deadline (or FIRST_ATTEMPT after the start, for a
-                // shorter timeout). A refusal then either ends the wait (its time ran
-                // out) or is followed by a join and another attempt after it, which
-                // finds any release the join might have missed
-                let join_deadline = match attempt_deadline {
-                    Some(d) if *attempts == 0 => {
-                        Some(d.checked_sub(FIRST_ATTEMPT).unwrap_or(began).max(began))
-                    }
-                    other => other,
-                };
-                match within(join_deadline, join).await {
-                    Some(joined) => sub = Some(joined),
-                    None if *attempts == 0 => {}
-                    None => give_up!(),
-                }
-                if *attempts == 0 {
-                    // the first attempt's call is made in full whatever the join took
-                    attempt_deadline = deadline.map(|d| d.max(Instant::now() + FIRST_ATTEMPT));
-                }
-            }
-        }
-        leftovers.armed = true;
-        *attempts += 1;
-        // (an upgrade, rare, is always confirmed)
-        let intent = if expect_busy && matches!(ask, Ask::Hold(_)) && lock.confirms() {
-            Intent::Probe
-        } else if handed_to_me
-            && ask == Ask::Hold(Mode::Write)
-            && id_since.elapsed() < lock.lease() / TAKE_WITHIN
-        {
-            Intent::Take
-        } else if busy {
-            Intent::WaitBusy
-        } else {
-            Intent::Wait
-        };
-        let attempt = attempt(lock, &owner, ask, id, intent, attempt_deadline);
-        let Some(outcome) = within(attempt_deadline, attempt).await else {
-            give_up!();
-        };
-        attempt_deadline = deadline;
-        expect_busy = true;
-        let wait = match outcome {
-            Ok(Verdict::Granted(hold)) => {
-                leftovers.armed = false;
-                if handed_to_me {
-                    observe::handed_over(lock.name(), hold.fence);
-                }
-                return Ok(hold);
-            }
-            Ok(Verdict::Taken(hold)) => {
-                // (a take follows a message that handed the lock to this waiter) its
-                // lease counts from the first attempt under its id
-                leftovers.armed = false;
-                observe::handed_over(lock.name(), hold.fence);
-                return Ok(Acquired {
-                    sent: id_since,
-                    ..hold
-                });
-            }
-            Ok(Verdict::Unconfirmed) => {
-                // the same attempt (the same hold id: the function finds the hold and
-                // writes it again) at once, confirmed; its lease counts from then. Its
-                // confirmation is part of the attempt that won the grant, made in full
-                // as a first attempt is (see FIRST_ATTEMPT): a grant won in time is not
-                // thrown away because the deadline passed meanwhile
-                expect_busy = false;
-                attempt_deadline = deadline.map(|d| d.max(Instant::now() + FIRST_ATTEMPT));
-                continue;
-            }
-            Ok(Verdict::Busy(wait_ms)) => {
-                busy = true;
-                // a place in the queue is kept (and a writer may be handed the lock)
-                // until it withdraws
-                leftovers.armed = true;
-                // a queue entry lives one lease: come back before it lapses
-                Duration::from_millis(wait_ms).min(lock.lease() / 3)
-            }
-            // a failover or reconnect in progress, or a replica that is not in sync
-            // yet (restarted, catching up): try again while time is left (the grant
-            // the replicas did not confirm was undone)
-            Err(
-                e @ (Error::Server(_)
-                | Error::Connection(_)
-                | Error::Unavailable(_)
-                | Error::NotReplicated { .. }),
-            ) if deadline.is_some() => {
-                expect_busy = false;
-                if matches!(e, Error::NotReplicated { .. }) {
-                    // the undo of that grant runs in the background: a retry under
-                    // the same id could be granted and then undone by it
-                    id = lock.next_hold_id();
-                    id_since = Instant::now();
-                    leftovers.id = id;
-                    handed_to_me = false;
-                    refused = Some(e);
-                }
-                ERROR_BACKOFF
-            }
-            Err(e) => return Err(e),
-        };
-        let until = match deadline {
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    give_up!();
-                }
-                (now + wait).min(d)
-            }
-            None => Instant::now() + wait,
-        };
-        match sub.as_mut().filter(|s| s.is_live()) {
-            Some(s) => {
-                let mut until = until;
-                let woken = loop {
-                    tokio::select! {
-                        w = s.next() => {
-                            if w.concerns(write, &owner) {
-                                break Some(w);
-                            }
-                            if let Wake::Granted { .. } = w {
-                                // handed to another waiter, which may have died: if it
-                                // does not take the lock within the claim window, the
-                                // lock moves on, and nothing would tell this waiter
-                                until = until.min(Instant::now() + CLAIM_WINDOW + CLAIM_SLACK);
-                            }
-                        }
-                        _ = tokio::time::sleep_until(until) => break None,
-                    }
-                };
-                // an operator broke this waiter's client: its place went, and it stops
-                // rather than take a new one at the tail
-                if let Some(client) = woken.as_ref().and_then(|w| w.broke(&owner)) {
-                    return Err(Error::Broken {
-                        client: client.to_string(),
-                    });
-                }
-                // a message that concerns this waiter: its next attempt may well be a grant
-                expect_busy &= woken.is_none();
-                if let Some(Wake::Granted { id: handed, .. }) = woken {
-                    // the releaser handed the lock to this waiter: the message only
-                    // wakes it. The next attempt, under the same id, finds the hold on
-                    // the node that serves the slot now and is a grant like any other:
-                    // its fence from the server, its lease counted from its own send
-                    // time, confirmed by the replicas. A message alone proves nothing
-                    // (a master that lost the slot, thawed, may still publish).
-                    handed_to_me |= handed == id;
-                }
-            }
-            None => {
-                let retry = Instant::now() + lock.config().retry_interval;
-                tokio::time::sleep_until(until.min(retry)).await
-            }
-        }
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                give_up!();
-            }
-        }
-    }
 }
 
 /// One attempt, as `intent` says (a try, a waiter's attempt; for a new hold, the fast

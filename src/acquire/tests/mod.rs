@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 
 use std::future::Future;
 
+use crate::cluster::notify::Wake;
 use crate::config::LockConfig;
 
 use super::*;
