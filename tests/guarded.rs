@@ -240,7 +240,7 @@ async fn a_command_that_would_fail_stops_the_call_before_anything_runs() {
 /// the lock is taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditions_choose_the_branch_that_runs() {
-    use cluster_rwlock::guarded::{Batch, Condition};
+    use cluster_rwlock::guarded::{Condition, Guarded};
     let cluster = cluster().await;
     let p = prefix("guarded-conditions");
     let client = client(cluster, &p).await;
@@ -348,22 +348,22 @@ async fn conditions_choose_the_branch_that_runs() {
     assert!(matches!(e, Error::LockKey { .. }), "{e}");
     w.release().await.unwrap();
 
-    // a batch is checked before the lock is asked for, and run under a guard later
-    let bad = Batch::new(&lock)
+    // a call is checked before the lock is asked for, and run under a guard later
+    let bad = Guarded::new(&lock)
         .command("HINCRBY", [stock.as_str(), "n", "x"])
         .check()
         .unwrap_err();
     assert!(matches!(bad, Error::InvalidCommand(_)), "{bad}");
-    let restock = Batch::new(&lock)
+    let restock = Guarded::new(&lock)
         .when(Condition::field(&stock, "n").lt(1))
         .command("HINCRBY", [stock.as_str(), "n", "5"])
         .check()
         .unwrap();
     assert!(restock.writes());
     let r = lock.read().await.unwrap();
-    let e = Batch::new(&lock)
+    let e = Guarded::new(&lock)
         .command("HINCRBY", [stock.as_str(), "n", "5"])
-        .run(&r)
+        .run_under(&r)
         .await
         .unwrap_err();
     assert!(
@@ -373,14 +373,18 @@ async fn conditions_choose_the_branch_that_runs() {
     r.release().await.unwrap();
     let other = client.rwlock(&format!("other:{{{t}}}")).unwrap();
     let g = other.write().await.unwrap();
-    let e = Batch::new(&lock).get(&stock).run(&g).await.unwrap_err();
+    let e = Guarded::new(&lock)
+        .get(&stock)
+        .run_under(&g)
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, Error::InvalidCommand(_)),
         "another lock's guard: {e}"
     );
     g.release().await.unwrap();
     let w = lock.write().await.unwrap();
-    let replies = restock.run(&w).await.unwrap();
+    let replies = restock.run_under(&w).await.unwrap();
     assert_eq!(replies[0].as_i64(), Some(5));
     w.release().await.unwrap();
     client.close().await;
@@ -592,7 +596,7 @@ async fn guarded_commands_never_touch_a_locks_own_keys() {
             );
             assert!(!e.is_retryable());
             assert!(
-                cluster_rwlock::guarded::check(&lock, Mode::Write, name, &args).is_err(),
+                cluster_rwlock::guarded::check_command(&lock, Mode::Write, name, &args).is_err(),
                 "{name} {target}"
             );
         }

@@ -1,7 +1,7 @@
 //! `exec`: Redis commands on keys of the lock's slot, run as one guarded call under the
 //! lock (see `Grant::guarded`).
 
-use cluster_rwlock::guarded::{Batch, Reply};
+use cluster_rwlock::guarded::{Guarded, Reply};
 use cluster_rwlock::LockClient;
 use serde_json::{json, Value as Json};
 
@@ -76,15 +76,15 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
     };
     // the call is built and checked before the lock is asked for: a command that may
     // not run must not wait for the lock first
-    let mut batch = Batch::new(&lock);
+    let mut call = Guarded::new(&lock);
     for words in &list {
-        batch = batch.command(&words[0], &words[1..]);
+        call = call.command(&words[0], &words[1..]);
     }
-    let batch = match batch.check() {
+    let call = match call.check() {
         Ok(b) => b,
         Err(e) => return fail("the guarded commands", &e),
     };
-    if batch.writes() && !a.write {
+    if call.writes() && !a.write {
         let e = cluster_rwlock::Error::InvalidCommand(
             "a command writes: take the lock with --write".into(),
         );
@@ -94,7 +94,7 @@ pub async fn exec(client: &LockClient, a: &ExecArgs) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let replies = batch.run(&guard).await;
+    let replies = call.run_under(&guard).await;
     let released = guard.release().await;
     let replies = match replies {
         Ok(r) => r,

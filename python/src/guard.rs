@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster_rwlock::guarded::{Batch, Condition, Reply};
+use cluster_rwlock::guarded::{Condition, Guarded, Reply};
 use cluster_rwlock::{AnyGuard, Error, LostSignal, Mode, RwLock};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -187,15 +187,15 @@ fn condition(
     })
 }
 
-/// The batch of `then` and, when given, `otherwise` (the branch run when a condition
+/// The guarded call of `then` and, when given, `otherwise` (the branch run when a condition
 /// fails), checked before anything is sent.
 fn batch(
     py: Python<'_>,
     lock: &RwLock,
     then: Vec<Step>,
     otherwise: Option<Vec<Step>>,
-) -> PyResult<Batch> {
-    let mut b = add_steps(Batch::new(lock), then)?;
+) -> PyResult<Guarded> {
+    let mut b = add_steps(Guarded::new(lock), then)?;
     if let Some(steps) = otherwise {
         b = add_steps(b.otherwise(), steps)?;
     }
@@ -203,7 +203,7 @@ fn batch(
 }
 
 /// `b` with `steps` added in order.
-fn add_steps(mut b: Batch, steps: Vec<Step>) -> PyResult<Batch> {
+fn add_steps(mut b: Guarded, steps: Vec<Step>) -> PyResult<Guarded> {
     for step in steps {
         b = match step {
             Step::Condition(key, field, op, operand) => {
@@ -259,12 +259,12 @@ impl<'py> IntoPyObject<'py> for Ran {
     }
 }
 
-/// Runs `batch` under the guard in `held`: `commit` reports a failed condition in the
+/// Runs `call` under the guard in `held`: `commit` reports a failed condition in the
 /// result; else it is a `ConditionFailed`.
 /// A call answered `LockLost` marks the guard lost.
 async fn run_guarded(
     held: Held,
-    batch: Batch,
+    call: Guarded,
     commit: bool,
     marked: Marked,
 ) -> cluster_rwlock::Result<Ran> {
@@ -273,13 +273,13 @@ async fn run_guarded(
         return Err(Error::LockLost);
     };
     let ran = if commit {
-        batch.commit(guard).await.map(|o| Ran {
+        call.commit_under(guard).await.map(|o| Ran {
             succeeded: o.succeeded,
             failed_condition: o.failed_condition,
             replies: o.replies,
         })
     } else {
-        batch.run(guard).await.map(|replies| Ran {
+        call.run_under(guard).await.map(|replies| Ran {
             succeeded: true,
             failed_condition: None,
             replies,

@@ -44,8 +44,8 @@ impl Grant {
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn guarded(&self) -> super::guarded::Guarded<'_> {
-        super::guarded::Guarded::new(self)
+    pub fn guarded(&self) -> super::guarded::Guarded<&Grant> {
+        super::guarded::Guarded::bound(self)
     }
     pub(crate) fn new(hold: Hold, lock: RwLock) -> Grant {
         Grant { hold, lock }

@@ -56,7 +56,7 @@ macro_rules! grant_methods {
     ($t:ident, $take:literal) => {
         impl $t {
             #[doc = concat!("Guarded calls under this hold: see [`Grant::guarded`].\n\n```no_run\n# async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {\nlet guard = ", $take, ";\nlet status = guard.guarded().get(\"orders:{42}:status\").run().await?;\n# Ok(()) }\n```")]
-            pub fn guarded(&self) -> super::guarded::Guarded<'_> {
+            pub fn guarded(&self) -> super::guarded::Guarded<&Grant> {
                 std::ops::Deref::deref(self).guarded()
             }
 

@@ -255,16 +255,16 @@ pub(super) fn checked(
 /// use cluster_rwlock::{guarded, Mode};
 /// # fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
 /// // the lock `orders:{42}`
-/// guarded::check(&lock, Mode::Write, "HINCRBY", ["stock:{42}", "n", "-1"])?;
-/// assert!(guarded::check(&lock, Mode::Write, "DEL", [lock.key()]).is_err());
-/// assert!(guarded::check(&lock, Mode::Read, "SET", ["orders:{42}:x", "1"]).is_err());
+/// guarded::check_command(&lock, Mode::Write, "HINCRBY", ["stock:{42}", "n", "-1"])?;
+/// assert!(guarded::check_command(&lock, Mode::Write, "DEL", [lock.key()]).is_err());
+/// assert!(guarded::check_command(&lock, Mode::Read, "SET", ["orders:{42}:x", "1"]).is_err());
 /// # Ok(()) }
 /// ```
 ///
 /// # Errors
 /// [`Error::InvalidCommand`], [`Error::WrongSlot`] and [`Error::LockKey`], as
 /// [`Guarded::run`](super::Guarded::run) would return them.
-pub fn check<I, A>(lock: &RwLock, mode: Mode, name: &str, args: I) -> Result<()>
+pub fn check_command<I, A>(lock: &RwLock, mode: Mode, name: &str, args: I) -> Result<()>
 where
     I: IntoIterator<Item = A>,
     A: AsRef<[u8]>,
@@ -274,7 +274,7 @@ where
 }
 
 /// The names of the commands a guarded call may run, in capitals (the table
-/// [`Guarded::command`](super::Guarded::command) and [`check`] read): for a tool that
+/// [`Guarded::command`](super::Guarded::command) and [`check_command`] read): for a tool that
 /// lists them, or a test that draws from all of them.
 ///
 /// ```

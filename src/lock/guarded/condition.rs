@@ -1,7 +1,7 @@
 //! The conditions of a guarded call, as the function takes them (`lua/guarded.lua`).
 
 /// A condition of a guarded call, checked on the server before any command runs:
-/// [`Guarded::when`](super::Guarded::when) and [`Batch::when`](super::Batch::when). Every condition must hold for the commands
+/// [`Guarded::when`](super::Guarded::when). Every condition must hold for the commands
 /// to run; when one does not, the commands after [`otherwise`](super::Guarded::otherwise)
 /// run instead (as etcd's `Txn().If(..).Then(..).Else(..)`).
 ///

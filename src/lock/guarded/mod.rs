@@ -1,74 +1,89 @@
 //! Guarded commands: Redis commands on keys of the lock's slot that run only while the
-//! hold is on the server ([`Grant::guarded`]).
+//! hold is on the server. One builder, [`Guarded`]: made under a guard
+//! ([`Grant::guarded`]) and run by [`run`](Guarded::run), or made and checked before the
+//! lock is taken ([`Guarded::new`]) and run under a guard later
+//! ([`run_under`](Guarded::run_under)).
 
-mod commands;
-mod condition;
-mod reply;
+mod commands; // the commands a guarded call may run, and their checks
+mod condition; // the conditions of a guarded call
+mod outcome; // what a guarded call did, from the function's reply
+mod reply; // one command's reply
 
-pub use commands::{check, commands, MAX_WORDS};
+pub use commands::{check_command, commands, MAX_WORDS};
 pub use condition::{Compare, Condition};
+pub use outcome::Outcome;
 pub use reply::Reply;
 
 use super::{Grant, RwLock};
 use crate::error::{Error, Result};
 use crate::mode::Mode;
-use crate::scripts::GuardedReply;
 use commands::{check_key, checked, Checked};
+use outcome::outcome_of;
 
-/// What a guarded call with conditions did ([`Guarded::commit`]).
+/// Commands to run while a hold is on the server: add conditions with
+/// [`when`](Self::when) and commands with [`command`](Self::command) (or the
+/// shorthands), then run them, all in one function call on the lock's node.
 ///
-/// ```no_run
-/// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-/// use cluster_rwlock::guarded::Condition;
-/// let out = guard
-///     .guarded()
-///     .when(Condition::field("stock:{42}", "n").gt(0))
-///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-///     .otherwise()
-///     .command("HGET", ["stock:{42}", "n"])
-///     .commit()
-///     .await?;
-/// if !out.succeeded {
-///     println!("sold out: {:?}", out.replies[0]);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Outcome {
-    /// Every condition held: the commands before [`otherwise`](Guarded::otherwise)
-    /// ran (always, for a call without conditions); else those after it ran.
-    pub succeeded: bool,
-    /// The first condition that did not hold, by its place (from 0).
-    pub failed_condition: Option<u32>,
-    /// The replies of the commands that ran, in order (a command that failed is
-    /// [`Error::CommandFailed`] instead: all or nothing).
-    pub replies: Vec<Reply>,
-}
-
-/// Conditions and commands for one guarded call, built and checked before the lock is
-/// taken, and run under a guard later ([`Batch::run`], [`Batch::commit`]): for a caller
-/// that must not wait for a lock to find its commands refused (the CLI's `exec`), or that
-/// builds its call once. [`Grant::guarded`] builds the same under a guard already held.
+/// Made two ways, one builder: under a guard already held ([`Grant::guarded`], a
+/// `Guarded<&Grant>`), then [`run`](Self::run) or [`commit`](Self::commit); or before the
+/// lock is taken ([`Guarded::new`], a `Guarded<Unbound>`), for a caller that must not wait
+/// for a lock to find its commands refused (the CLI's `exec`) or that builds its call
+/// once: [`check`](Self::check) it, then [`run_under`](Self::run_under) or
+/// [`commit_under`](Self::commit_under) a guard of the same lock.
+///
+/// What is atomic: the hold's check, the conditions and the commands run as one function
+/// call on one node, with nothing else in between; nothing runs if the hold is gone.
+/// What is all-or-nothing: every command of the branch chosen succeeds, or the call
+/// fails with [`Error::CommandFailed`] (`nothing_ran`) and NO key it names is changed,
+/// neither its value nor its expiry. Most failures are found before the first command
+/// runs: each is checked against the keys as they are and as the commands before it
+/// leave them: the arguments it takes (before sending), its key's type (what would be
+/// `WRONGTYPE`), and the value an `INCR`/`DECR`/`HINCRBY` or kin adds to (what cannot be
+/// told passes: no call that would succeed is refused). For the rest (an overflow, a bad
+/// option, a value written earlier in the same call), the function reads each key a
+/// command writes before it runs (`DUMP` and `PEXPIRETIME`, once per key and call, none
+/// for the branch's last command) and puts them back (`RESTORE`, `DEL`) when a later
+/// command fails (`undone`). The application's user needs `+dump +restore +pexpiretime
+/// +del` for that (docs/SECURITY.md); without, a call whose keys cannot be read fails
+/// before its command runs, all the same undone.
 ///
 /// ```no_run
 /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-/// use cluster_rwlock::guarded::{Batch, Condition};
-/// let batch = Batch::new(&lock)
+/// // the lock `orders:{42}` lives in the slot of `{42}`, with the order's data
+/// let guard = lock.write().await?;
+/// let replies = guard
+///     .guarded()
+///     .set("orders:{42}:status", "paid")
+///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+///     .run()
+///     .await?; // Error::LockLost, and nothing written, if the hold is gone
+/// assert_eq!(replies[1].as_i64(), Some(9));
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// Built before the lock is taken:
+///
+/// ```no_run
+/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+/// use cluster_rwlock::guarded::{Condition, Guarded};
+/// let call = Guarded::new(&lock)
 ///     .when(Condition::field("stock:{42}", "n").gt(0))
 ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
 ///     .command("RPUSH", ["orders:{42}", "order-7"])
 ///     .check()?; // a mistake is found here, before waiting for the lock
 /// let guard = lock.write().await?;
-/// let out = batch.commit(&guard).await?;
+/// let out = call.commit_under(&guard).await?;
 /// guard.release().await?;
 /// println!("sold: {}", out.succeeded);
 /// # Ok(()) }
 /// ```
-#[must_use = "nothing is sent until `run` or `commit` is awaited"]
-pub struct Batch {
+#[must_use = "nothing is sent until it is run"]
+pub struct Guarded<U = Unbound> {
+    /// The guard it runs under: [`Unbound`] until one is given.
+    under: U,
     lock: RwLock,
-    /// The mode of the hold it is built under, when known (a [`Guarded`]).
+    /// The mode of the hold it is built under, when known (made by [`Grant::guarded`]).
     mode: Option<Mode>,
     /// The conditions' words, each led by its count.
     conditions: Vec<Vec<u8>>,
@@ -79,13 +94,26 @@ pub struct Batch {
     in_else: bool,
     keys: Vec<Vec<u8>>,
     writes: bool,
-    /// The first mistake: `run` returns it, sending nothing.
+    /// The first mistake: running returns it, sending nothing.
     refused: Option<Error>,
 }
 
-impl std::fmt::Debug for Batch {
+/// The guard a [`Guarded`] made by [`Guarded::new`] has not yet: it runs with
+/// [`run_under`](Guarded::run_under) or [`commit_under`](Guarded::commit_under).
+///
+/// ```no_run
+/// # fn demo(lock: cluster_rwlock::RwLock) {
+/// use cluster_rwlock::guarded::{Guarded, Unbound};
+/// let call: Guarded<Unbound> = Guarded::new(&lock).get("orders:{42}:status");
+/// # let _ = call;
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unbound;
+
+impl<U> std::fmt::Debug for Guarded<U> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch")
+        f.debug_struct("Guarded")
             .field("lock", &self.lock.name())
             .field("conditions", &self.condition_count)
             .field("then", &self.then.1)
@@ -96,17 +124,18 @@ impl std::fmt::Debug for Batch {
     }
 }
 
-impl Batch {
-    /// An empty call on `lock`'s slot.
+impl Guarded {
+    /// An empty call on `lock`'s slot, to run under a guard of `lock` later.
     ///
     /// ```no_run
     /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).set("orders:{42}:status", "paid");
-    /// assert!(batch.writes());
+    /// let call = cluster_rwlock::guarded::Guarded::new(&lock).set("orders:{42}:status", "paid");
+    /// assert!(call.writes());
     /// # }
     /// ```
-    pub fn new(lock: &RwLock) -> Batch {
-        Batch {
+    pub fn new(lock: &RwLock) -> Guarded {
+        Guarded {
+            under: Unbound,
             lock: lock.clone(),
             mode: None,
             conditions: Vec::new(),
@@ -119,23 +148,143 @@ impl Batch {
             refused: None,
         }
     }
+}
 
+impl<'a> Guarded<&'a Grant> {
+    /// A call to run under `grant` (see [`Grant::guarded`]).
+    pub(crate) fn bound(grant: &'a Grant) -> Guarded<&'a Grant> {
+        let call = Guarded::new(&grant.lock);
+        Guarded {
+            under: grant,
+            lock: call.lock,
+            mode: Some(grant.mode()),
+            conditions: call.conditions,
+            condition_count: call.condition_count,
+            then: call.then,
+            otherwise: call.otherwise,
+            in_else: call.in_else,
+            keys: call.keys,
+            writes: call.writes,
+            refused: call.refused,
+        }
+    }
+
+    /// Runs the call in one function call on the lock's node, after checking there that
+    /// the hold is still there and its lease, by the server's clock, has not run out,
+    /// and that every condition holds: each command's reply, in order. A command that
+    /// fails fails the call, with nothing it did left written (see the type's docs).
+    ///
+    /// Confirmed as grants are (see [`Durability`](crate::Durability)): by default the
+    /// replies come back once the replicas that could be promoted have the writes, so
+    /// that a confirmed write survives a failover with the hold.
+    ///
+    /// # Cancel safety
+    /// Once sent, the commands run whether or not the future is awaited to the end; a
+    /// dropped future does not tell whether they ran.
+    ///
+    /// # Errors
+    /// - [`Error::LockLost`]: the hold is not on the server (its lease ran out, it was
+    ///   broken by [`force_release`](crate::LockClient::force_release), or lost in a
+    ///   failover): NOTHING ran.
+    /// - [`Error::ConditionFailed`]: a condition did not hold: the else-branch ran (use
+    ///   [`commit`](Self::commit) for its replies).
+    /// - [`Error::CommandFailed`] with `nothing_ran`: a condition or command failed (a
+    ///   key of another type, a value that is not an integer, an overflow): NOTHING the
+    ///   call did stays written (`undone`: the commands before it ran and were put back).
+    ///   Without `nothing_ran`, putting back failed (a user refused `RESTORE` or `DEL`):
+    ///   the commands before it stay written.
+    /// - [`Error::InvalidCommand`], [`Error::WrongSlot`], [`Error::LockKey`]: a command
+    ///   that may not run, a write under a read hold, a key outside the lock's slot or
+    ///   one that belongs to a lock: nothing was sent.
+    /// - [`Error::WriteNotReplicated`]: the commands RAN on the master (nothing is
+    ///   undone), but too few replicas acknowledged them in time: a failover now may lose
+    ///   them (and the hold). Read the data back before writing again.
+    /// - [`Error::Unavailable`]: no answer in time; the commands may or may not have run
+    ///   (they are not sent again, since running them twice could write twice).
+    pub async fn run(self) -> Result<Vec<Reply>> {
+        let grant = self.under;
+        self.run_under(grant).await
+    }
+
+    /// As [`run`](Self::run), telling which branch ran instead of failing when a
+    /// condition does not hold: etcd's `Txn` commit.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::guarded::Condition;
+    /// let out = guard
+    ///     .guarded()
+    ///     .when(Condition::field("stock:{42}", "n").gt(0))
+    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+    ///     .commit()
+    ///     .await?;
+    /// println!("sold: {}, left: {:?}", out.succeeded, out.replies.first());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), but a condition that does not hold is no error.
+    pub async fn commit(self) -> Result<Outcome> {
+        let grant = self.under;
+        self.commit_under(grant).await
+    }
+
+    /// As [`run`](Self::run), which now fails any call whose command failed with
+    /// [`Error::CommandFailed`] itself (all or nothing): kept for the callers that used
+    /// it when a command failing while running was a [`Reply::Error`].
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// let replies = guard
+    ///     .guarded()
+    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+    ///     .run_checked()
+    ///     .await?; // Err(CommandFailed { command: "HINCRBY", .. }) on a bad value
+    /// let left = replies[0].as_i64();
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`run`](Self::run).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), and [`Error::CommandFailed`].
+    pub async fn run_checked(self) -> Result<Vec<Reply>> {
+        self.run().await
+    }
+}
+
+impl<U> Guarded<U> {
     fn declare(&mut self, key: &[u8]) {
         if !self.keys.iter().any(|k| k == key) {
             self.keys.push(key.to_vec());
         }
     }
 
-    /// Adds a condition (see [`Guarded::when`]).
+    /// Adds a condition, checked on the server before any command runs: the commands run
+    /// only when every condition holds; when one does not, those added after
+    /// [`otherwise`](Self::otherwise) run instead (none by default). [`run`](Self::run)
+    /// then says [`Error::ConditionFailed`]; [`commit`](Self::commit) says which branch
+    /// ran. The key must be in the lock's slot, as a command's.
     ///
     /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// use cluster_rwlock::guarded::{Batch, Condition};
-    /// let batch = Batch::new(&lock).when(Condition::missing("orders:{42}:paid"));
-    /// # let _ = batch;
-    /// # }
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::guarded::Condition;
+    /// // decrement if > 0, in one call
+    /// let sold = guard
+    ///     .guarded()
+    ///     .when(Condition::field("stock:{42}", "n").gt(0))
+    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
+    ///     .command("RPUSH", ["orders:{42}", "order-7"])
+    ///     .commit()
+    ///     .await?
+    ///     .succeeded;
+    /// # Ok(()) }
     /// ```
-    pub fn when(mut self, condition: Condition) -> Batch {
+    pub fn when(mut self, condition: Condition) -> Self {
         if self.refused.is_some() {
             return self;
         }
@@ -151,16 +300,51 @@ impl Batch {
         self
     }
 
-    /// Adds a command (see [`Guarded::command`]), to the then-branch, or after
-    /// [`otherwise`](Self::otherwise) to the else-branch.
+    /// The commands added from here on run when a condition does not hold (etcd's
+    /// `Else`).
     ///
     /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).command("HINCRBY", ["stock:{42}", "n", "-1"]);
-    /// # let _ = batch;
-    /// # }
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// use cluster_rwlock::guarded::Condition;
+    /// let out = guard
+    ///     .guarded()
+    ///     .when(Condition::value("orders:{42}:status").eq("new"))
+    ///     .set("orders:{42}:status", "paid")
+    ///     .otherwise()
+    ///     .get("orders:{42}:status")
+    ///     .commit()
+    ///     .await?;
+    /// # Ok(()) }
     /// ```
-    pub fn command<I, A>(mut self, name: &str, args: I) -> Batch
+    pub fn otherwise(mut self) -> Self {
+        self.in_else = true;
+        self
+    }
+
+    /// Adds the command `name` with its arguments, keys first (`SET key value`, `HINCRBY
+    /// key field n`, `DEL key key ...`). Arguments are bytes, so any value may be sent
+    /// (the fence is [`Grant::fence`], known before the call: put it in any argument).
+    /// The commands allowed are those on keys that neither block nor publish nor touch
+    /// scripts, the cluster or the server (strings, hashes, lists, sets, sorted sets,
+    /// `DEL`, `EXPIRE`, ...; see the crate docs); a command that writes needs a write
+    /// hold. A command outside that set, with too few or too many arguments (or a word
+    /// that must be an integer and is not), a key outside the lock's slot, or a key that
+    /// belongs to a lock (the hash or release channel of ANY lock under the client's
+    /// prefix: [`Error::LockKey`]) makes [`run`](Self::run) fail without sending
+    /// anything; so does a command of more than [`MAX_WORDS`] words. [`check_command`] tells the
+    /// same without a hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// let fence = guard.fence().to_string();
+    /// guard
+    ///     .guarded()
+    ///     .command("HSET", ["orders:{42}", "status", "paid", "fence", fence.as_str()])
+    ///     .run()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn command<I, A>(mut self, name: &str, args: I) -> Self
     where
         I: IntoIterator<Item = A>,
         A: AsRef<[u8]>,
@@ -197,76 +381,55 @@ impl Batch {
     /// `SET key value`.
     ///
     /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).set("orders:{42}:status", "paid");
-    /// # let _ = batch;
-    /// # }
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// guard.guarded().set("orders:{42}:status", "paid").run().await?;
+    /// # Ok(()) }
     /// ```
-    pub fn set(self, key: &str, value: impl AsRef<[u8]>) -> Batch {
+    pub fn set(self, key: &str, value: impl AsRef<[u8]>) -> Self {
         self.command("SET", [key.as_bytes(), value.as_ref()])
     }
 
     /// `GET key`.
     ///
     /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).get("orders:{42}:status");
-    /// # let _ = batch;
-    /// # }
+    /// # async fn demo(guard: cluster_rwlock::ReadGuard) -> cluster_rwlock::Result<()> {
+    /// let status = guard.guarded().get("orders:{42}:status").run().await?;
+    /// println!("{:?}", status[0].as_str());
+    /// # Ok(()) }
     /// ```
-    pub fn get(self, key: &str) -> Batch {
+    pub fn get(self, key: &str) -> Self {
         self.command("GET", [key])
     }
 
     /// `DEL key`.
     ///
     /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).del("orders:{42}:draft");
-    /// # let _ = batch;
-    /// # }
+    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
+    /// guard.guarded().del("orders:{42}:draft").run().await?;
+    /// # Ok(()) }
     /// ```
-    pub fn del(self, key: &str) -> Batch {
+    pub fn del(self, key: &str) -> Self {
         self.command("DEL", [key])
-    }
-
-    /// The commands added from here on run when a condition does not hold (see
-    /// [`Guarded::otherwise`]).
-    ///
-    /// ```no_run
-    /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// use cluster_rwlock::guarded::{Batch, Condition};
-    /// let batch = Batch::new(&lock)
-    ///     .when(Condition::field("stock:{42}", "n").gt(0))
-    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-    ///     .otherwise()
-    ///     .command("HGET", ["stock:{42}", "n"]);
-    /// # let _ = batch;
-    /// # }
-    /// ```
-    pub fn otherwise(mut self) -> Batch {
-        self.in_else = true;
-        self
     }
 
     /// Whether a command writes: the call needs a write hold.
     ///
     /// ```no_run
     /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// assert!(!cluster_rwlock::guarded::Batch::new(&lock).get("orders:{42}").writes());
+    /// assert!(!cluster_rwlock::guarded::Guarded::new(&lock).get("orders:{42}").writes());
     /// # }
     /// ```
     pub fn writes(&self) -> bool {
         self.writes
     }
 
-    /// The batch, or the first mistake in it (what [`run`](Self::run) would return
+    /// The call, or the first mistake in it (what [`run`](Self::run) would return
     /// without sending anything): check it before taking the lock.
     ///
     /// ```no_run
     /// # fn demo(lock: cluster_rwlock::RwLock) {
-    /// use cluster_rwlock::guarded::Batch;
-    /// assert!(Batch::new(&lock).command("HINCRBY", ["stock:{42}", "n"]).check().is_err());
+    /// use cluster_rwlock::guarded::Guarded;
+    /// assert!(Guarded::new(&lock).command("HINCRBY", ["stock:{42}", "n"]).check().is_err());
     /// # }
     /// ```
     ///
@@ -274,7 +437,7 @@ impl Batch {
     /// [`Error::InvalidCommand`] (a command that may not run, or with the wrong number
     /// of arguments, or a word that must be a number and is not), [`Error::WrongSlot`],
     /// [`Error::LockKey`].
-    pub fn check(self) -> Result<Batch> {
+    pub fn check(self) -> Result<Self> {
         match self.refused {
             Some(e) => Err(e),
             None => Ok(self),
@@ -282,24 +445,24 @@ impl Batch {
     }
 
     /// Runs the call under `guard` (a guard of the same lock): the replies of the
-    /// commands that ran ([`Guarded::run`]'s rules).
+    /// commands that ran ([`run`](Guarded::run)'s rules).
     ///
     /// # Cancel safety
-    /// As [`Guarded::run`].
+    /// As [`run`](Guarded::run).
     ///
     /// # Errors
-    /// As [`Guarded::run`]; [`Error::InvalidCommand`] for a guard of another lock, or a
+    /// As [`run`](Guarded::run); [`Error::InvalidCommand`] for a guard of another lock, or a
     /// command that writes under a read guard (nothing sent).
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let batch = cluster_rwlock::guarded::Batch::new(&lock).get("orders:{42}:status").check()?;
+    /// let call = cluster_rwlock::guarded::Guarded::new(&lock).get("orders:{42}:status").check()?;
     /// let guard = lock.read().await?;
-    /// let replies = batch.run(&guard).await?;
+    /// let replies = call.run_under(&guard).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn run(self, guard: &Grant) -> Result<Vec<Reply>> {
-        let out = self.commit(guard).await?;
+    pub async fn run_under(self, guard: &Grant) -> Result<Vec<Reply>> {
+        let out = self.commit_under(guard).await?;
         match out.failed_condition {
             Some(index) => Err(Error::ConditionFailed { index }),
             None => Ok(out.replies),
@@ -307,31 +470,31 @@ impl Batch {
     }
 
     /// Runs the call under `guard`: which branch ran, and its replies
-    /// ([`Guarded::commit`]'s rules).
+    /// ([`commit`](Guarded::commit)'s rules).
     ///
     /// # Cancel safety
-    /// As [`Guarded::run`].
+    /// As [`run`](Guarded::run).
     ///
     /// # Errors
-    /// As [`run`](Self::run), but a condition that does not hold is no error.
+    /// As [`run_under`](Self::run_under), but a condition that does not hold is no error.
     ///
     /// ```no_run
     /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// use cluster_rwlock::guarded::{Batch, Condition};
-    /// let batch = Batch::new(&lock)
+    /// use cluster_rwlock::guarded::{Condition, Guarded};
+    /// let call = Guarded::new(&lock)
     ///     .when(Condition::missing("orders:{42}:paid"))
     ///     .set("orders:{42}:paid", "1");
     /// let guard = lock.write().await?;
-    /// let paid_now = batch.commit(&guard).await?.succeeded;
+    /// let paid_now = call.commit_under(&guard).await?.succeeded;
     /// # Ok(()) }
     /// ```
-    pub async fn commit(self, guard: &Grant) -> Result<Outcome> {
+    pub async fn commit_under(self, guard: &Grant) -> Result<Outcome> {
         if let Some(e) = self.refused {
             return Err(e);
         }
         if guard.lock.key() != self.lock.key() {
             return Err(Error::InvalidCommand(format!(
-                "a batch built for the lock {:?} run under a guard of {:?}",
+                "a guarded call built for the lock {:?} run under a guard of {:?}",
                 self.lock.name(),
                 guard.lock.name()
             )));
@@ -359,306 +522,7 @@ impl Batch {
             keys: &self.keys,
             words: &words,
         };
-        match guard.hold.guarded(&call).await? {
-            GuardedReply::Refused {
-                branch,
-                index,
-                message,
-                undone,
-            } => {
-                let index = index.saturating_sub(1);
-                let command = match branch.as_str() {
-                    "then" => self.then.1.get(index as usize).cloned(),
-                    "else" => self.otherwise.1.get(index as usize).cloned(),
-                    _ => Some("a condition".to_string()),
-                };
-                Err(Error::CommandFailed {
-                    index,
-                    command: command.unwrap_or_default(),
-                    message,
-                    nothing_ran: true,
-                    undone,
-                })
-            }
-            GuardedReply::Ran {
-                held,
-                failed,
-                replies,
-            } => {
-                // a command failed and what ran before it could not be put back (a user
-                // refused RESTORE or DEL): it stays, and the error says so
-                if let Some(index) = replies.iter().position(Result::is_err) {
-                    let names = if held {
-                        &self.then.1
-                    } else {
-                        &self.otherwise.1
-                    };
-                    return Err(Error::CommandFailed {
-                        index: u32::try_from(index).unwrap_or(u32::MAX),
-                        command: names.get(index).cloned().unwrap_or_default(),
-                        message: replies[index].clone().err().unwrap_or_default(),
-                        nothing_ran: false,
-                        undone: false,
-                    });
-                }
-                Ok(Outcome {
-                    succeeded: held,
-                    failed_condition: (!held).then(|| failed.saturating_sub(1)),
-                    replies: replies
-                        .into_iter()
-                        .map(|r| match r {
-                            Ok(v) => Reply::of(v),
-                            Err(message) => Reply::Error(message),
-                        })
-                        .collect(),
-                })
-            }
-        }
-    }
-}
-
-/// Commands to run while a hold is on the server, made by [`Grant::guarded`]: add
-/// conditions with [`when`](Self::when) and commands with [`command`](Self::command) (or
-/// the shorthands), then [`run`](Self::run) or [`commit`](Self::commit) them, all in one
-/// function call on the lock's node.
-///
-/// What is atomic: the hold's check, the conditions and the commands run as one function
-/// call on one node, with nothing else in between; nothing runs if the hold is gone.
-/// What is all-or-nothing: every command of the branch chosen succeeds, or the call
-/// fails with [`Error::CommandFailed`] (`nothing_ran`) and NO key it names is changed,
-/// neither its value nor its expiry. Most failures are found before the first command
-/// runs: each is checked against the keys as they are and as the commands before it
-/// leave them: the arguments it takes (before sending), its key's type (what would be
-/// `WRONGTYPE`), and the value an `INCR`/`DECR`/`HINCRBY` or kin adds to (what cannot be
-/// told passes: no call that would succeed is refused). For the rest (an overflow, a bad
-/// option, a value written earlier in the same call), the function reads each key a
-/// command writes before it runs (`DUMP` and `PEXPIRETIME`, once per key and call, none
-/// for the branch's last command) and puts them back (`RESTORE`, `DEL`) when a later
-/// command fails (`undone`). The application's user needs `+dump +restore +pexpiretime
-/// +del` for that (docs/SECURITY.md); without, a call whose keys cannot be read fails
-/// before its command runs, all the same undone.
-///
-/// ```no_run
-/// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-/// // the lock `orders:{42}` lives in the slot of `{42}`, with the order's data
-/// let guard = lock.write().await?;
-/// let replies = guard
-///     .guarded()
-///     .set("orders:{42}:status", "paid")
-///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-///     .run()
-///     .await?; // Error::LockLost, and nothing written, if the hold is gone
-/// assert_eq!(replies[1].as_i64(), Some(9));
-/// guard.release().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "nothing is sent until `run` is awaited"]
-pub struct Guarded<'a> {
-    grant: &'a Grant,
-    batch: Batch,
-}
-
-impl<'a> Guarded<'a> {
-    pub(crate) fn new(grant: &'a Grant) -> Guarded<'a> {
-        let mut batch = Batch::new(&grant.lock);
-        batch.mode = Some(grant.mode());
-        Guarded { grant, batch }
-    }
-
-    /// Adds a condition, checked on the server before any command runs: the commands run
-    /// only when every condition holds; when one does not, those added after
-    /// [`otherwise`](Self::otherwise) run instead (none by default). [`run`](Self::run)
-    /// then says [`Error::ConditionFailed`]; [`commit`](Self::commit) says which branch
-    /// ran. The key must be in the lock's slot, as a command's.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// use cluster_rwlock::guarded::Condition;
-    /// // decrement if > 0, in one call
-    /// let sold = guard
-    ///     .guarded()
-    ///     .when(Condition::field("stock:{42}", "n").gt(0))
-    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-    ///     .command("RPUSH", ["orders:{42}", "order-7"])
-    ///     .commit()
-    ///     .await?
-    ///     .succeeded;
-    /// # Ok(()) }
-    /// ```
-    pub fn when(mut self, condition: Condition) -> Guarded<'a> {
-        self.batch = self.batch.when(condition);
-        self
-    }
-
-    /// The commands added from here on run when a condition does not hold (etcd's
-    /// `Else`).
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// use cluster_rwlock::guarded::Condition;
-    /// let out = guard
-    ///     .guarded()
-    ///     .when(Condition::value("orders:{42}:status").eq("new"))
-    ///     .set("orders:{42}:status", "paid")
-    ///     .otherwise()
-    ///     .get("orders:{42}:status")
-    ///     .commit()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn otherwise(mut self) -> Guarded<'a> {
-        self.batch = self.batch.otherwise();
-        self
-    }
-
-    /// Adds the command `name` with its arguments, keys first (`SET key value`, `HINCRBY
-    /// key field n`, `DEL key key ...`). Arguments are bytes, so any value may be sent
-    /// (the fence is [`Grant::fence`], known before the call: put it in any argument).
-    /// The commands allowed are those on keys that neither block nor publish nor touch
-    /// scripts, the cluster or the server (strings, hashes, lists, sets, sorted sets,
-    /// `DEL`, `EXPIRE`, ...; see the crate docs); a command that writes needs a write
-    /// hold. A command outside that set, with too few or too many arguments (or a word
-    /// that must be an integer and is not), a key outside the lock's slot, or a key that
-    /// belongs to a lock (the hash or release channel of ANY lock under the client's
-    /// prefix: [`Error::LockKey`]) makes [`run`](Self::run) fail without sending
-    /// anything; so does a command of more than [`MAX_WORDS`] words. [`check`] tells the
-    /// same without a hold.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// let fence = guard.fence().to_string();
-    /// guard
-    ///     .guarded()
-    ///     .command("HSET", ["orders:{42}", "status", "paid", "fence", fence.as_str()])
-    ///     .run()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn command<I, A>(mut self, name: &str, args: I) -> Guarded<'a>
-    where
-        I: IntoIterator<Item = A>,
-        A: AsRef<[u8]>,
-    {
-        self.batch = self.batch.command(name, args);
-        self
-    }
-
-    /// `SET key value`.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// guard.guarded().set("orders:{42}:status", "paid").run().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn set(self, key: &str, value: impl AsRef<[u8]>) -> Guarded<'a> {
-        self.command("SET", [key.as_bytes(), value.as_ref()])
-    }
-
-    /// `GET key`.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::ReadGuard) -> cluster_rwlock::Result<()> {
-    /// let status = guard.guarded().get("orders:{42}:status").run().await?;
-    /// println!("{:?}", status[0].as_str());
-    /// # Ok(()) }
-    /// ```
-    pub fn get(self, key: &str) -> Guarded<'a> {
-        self.command("GET", [key])
-    }
-
-    /// `DEL key`.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// guard.guarded().del("orders:{42}:draft").run().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn del(self, key: &str) -> Guarded<'a> {
-        self.command("DEL", [key])
-    }
-
-    /// Runs the call in one function call on the lock's node, after checking there that
-    /// the hold is still there and its lease, by the server's clock, has not run out,
-    /// and that every condition holds: each command's reply, in order. A command that
-    /// fails fails the call, with nothing it did left written (see the type's docs).
-    ///
-    /// Confirmed as grants are (see [`Durability`](crate::Durability)): by default the
-    /// replies come back once the replicas that could be promoted have the writes, so
-    /// that a confirmed write survives a failover with the hold.
-    ///
-    /// # Cancel safety
-    /// Once sent, the commands run whether or not the future is awaited to the end; a
-    /// dropped future does not tell whether they ran.
-    ///
-    /// # Errors
-    /// - [`Error::LockLost`]: the hold is not on the server (its lease ran out, it was
-    ///   broken by [`force_release`](crate::LockClient::force_release), or lost in a
-    ///   failover): NOTHING ran.
-    /// - [`Error::ConditionFailed`]: a condition did not hold: the else-branch ran (use
-    ///   [`commit`](Self::commit) for its replies).
-    /// - [`Error::CommandFailed`] with `nothing_ran`: a condition or command failed (a
-    ///   key of another type, a value that is not an integer, an overflow): NOTHING the
-    ///   call did stays written (`undone`: the commands before it ran and were put back).
-    ///   Without `nothing_ran`, putting back failed (a user refused `RESTORE` or `DEL`):
-    ///   the commands before it stay written.
-    /// - [`Error::InvalidCommand`], [`Error::WrongSlot`], [`Error::LockKey`]: a command
-    ///   that may not run, a write under a read hold, a key outside the lock's slot or
-    ///   one that belongs to a lock: nothing was sent.
-    /// - [`Error::WriteNotReplicated`]: the commands RAN on the master (nothing is
-    ///   undone), but too few replicas acknowledged them in time: a failover now may lose
-    ///   them (and the hold). Read the data back before writing again.
-    /// - [`Error::Unavailable`]: no answer in time; the commands may or may not have run
-    ///   (they are not sent again, since running them twice could write twice).
-    pub async fn run(self) -> Result<Vec<Reply>> {
-        self.batch.run(self.grant).await
-    }
-
-    /// As [`run`](Self::run), telling which branch ran instead of failing when a
-    /// condition does not hold: etcd's `Txn` commit.
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// use cluster_rwlock::guarded::Condition;
-    /// let out = guard
-    ///     .guarded()
-    ///     .when(Condition::field("stock:{42}", "n").gt(0))
-    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-    ///     .commit()
-    ///     .await?;
-    /// println!("sold: {}, left: {:?}", out.succeeded, out.replies.first());
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`run`](Self::run).
-    ///
-    /// # Errors
-    /// As [`run`](Self::run), but a condition that does not hold is no error.
-    pub async fn commit(self) -> Result<Outcome> {
-        self.batch.commit(self.grant).await
-    }
-
-    /// As [`run`](Self::run), which now fails any call whose command failed with
-    /// [`Error::CommandFailed`] itself (all or nothing): kept for the callers that used
-    /// it when a command failing while running was a [`Reply::Error`].
-    ///
-    /// ```no_run
-    /// # async fn demo(guard: cluster_rwlock::WriteGuard) -> cluster_rwlock::Result<()> {
-    /// let replies = guard
-    ///     .guarded()
-    ///     .command("HINCRBY", ["stock:{42}", "n", "-1"])
-    ///     .run_checked()
-    ///     .await?; // Err(CommandFailed { command: "HINCRBY", .. }) on a bad value
-    /// let left = replies[0].as_i64();
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`run`](Self::run).
-    ///
-    /// # Errors
-    /// As [`run`](Self::run), and [`Error::CommandFailed`].
-    pub async fn run_checked(self) -> Result<Vec<Reply>> {
-        self.run().await
+        let reply = guard.hold.guarded(&call).await?;
+        outcome_of(reply, &self.then.1, &self.otherwise.1)
     }
 }
