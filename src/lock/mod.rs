@@ -10,6 +10,7 @@ mod grant; // `Grant` (what every guard has) and `LostSignal`
 pub mod guarded; // guarded calls: commands that run only while the hold lasts
 mod guards; // the guards, and the conversions between modes
 mod listen; // a lock's release messages, as they come
+mod scoped; // `with_read` and `with_write`: a hold for the time a closure runs
 mod state; // `LockState` and `Holder`: what `state()` reads
 
 #[cfg(test)]
@@ -105,22 +106,6 @@ macro_rules! acquire_doc {
     (timeout) => {
         "- [`Error::Timeout`]: not granted within `timeout` (the lock was busy).\n"
     };
-}
-
-/// Runs `work` under `grant` and releases it after (see [`RwLock::with_write`]); the grant
-/// lives in this future, so a panic or a drop releases it as a dropped guard does.
-async fn run_under<F, Fut, T>(grant: Grant, work: F) -> Finished<T>
-where
-    F: FnOnce(u64, LostSignal) -> Fut,
-    Fut: Future<Output = T>,
-{
-    let signal = grant.lost_signal();
-    let out = work(grant.fence(), signal.clone()).await;
-    let released = grant.release().await;
-    // a release that cannot reach Redis is no error of `work` (the hold expires after its
-    // lease), unless the lease had been lost by then
-    let lost = signal.is_lost() || matches!(released, Err(crate::error::Error::LockLost));
-    Finished::new(out, lost)
 }
 
 impl RwLock {
@@ -593,171 +578,7 @@ impl RwLock {
         let hold = self.try_once(Mode::Upgradable).await?;
         Ok(hold.map(|hold| self.upgradable_guard(hold)))
     }
-
-    /// Runs `work` under a write hold taken within `timeout`, and releases the hold after,
-    /// also when `work` fails or panics (a panic releases it in the background, as a
-    /// dropped guard does). `work` gets the grant's fence, for the resource to check, and
-    /// the hold's [`LostSignal`].
-    ///
-    /// What `work` should do with them: race `lost` against the preparation (reads,
-    /// computing), then commit once, with the fence, and do not cancel the commit (a
-    /// write cancelled half way may tear the resource; the fence makes a late commit
-    /// harmless instead). See [`Grant::lost`].
-    ///
-    /// # Cancel safety
-    /// Dropping the future drops `work` and releases the hold (in the background).
-    ///
-    /// Once `work` ran, its value comes back in a [`Finished`], which says whether the
-    /// lease was lost while it ran (it then ran partly unprotected; the fence told the
-    /// resource): `.held()?` makes that [`Error::LockLost`], `.into_value()` keeps the
-    /// value (what the resource said of a late commit, say). A release that cannot reach
-    /// Redis is not a loss (the hold expires after its lease).
-    ///
-    /// # Errors
-    /// As [`write_timeout`](Self::write_timeout), before `work` runs (it then does not
-    /// run).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// use std::time::Duration;
-    /// let written = lock
-    ///     .with_write(Duration::from_secs(5), |fence, lost| async move {
-    ///         let data = tokio::select! {
-    ///             _ = lost.lost() => return Err("lease lost while preparing"),
-    ///             data = async { /* read, compute */ "new value" } => data,
-    ///         };
-    ///         // commit `data` with `fence`: not raced against `lost`
-    ///         Ok((data, fence))
-    ///     })
-    ///     .await?
-    ///     .held()?; // Error::LockLost if the lease was lost while the work ran
-    /// match written {
-    ///     Ok((data, fence)) => println!("wrote {data} under fence {fence}"),
-    ///     Err(why) => eprintln!("not written: {why}"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn with_write<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<Finished<T>>
-    where
-        F: FnOnce(u64, LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let guard = self.write_timeout(timeout).await?;
-        Ok(run_under(guard.0, work).await)
-    }
-
-    /// [`with_write`](Self::with_write) under a read hold.
-    ///
-    /// # Cancel safety
-    /// As [`with_write`](Self::with_write).
-    ///
-    /// # Errors
-    /// As [`with_write`](Self::with_write), with [`read_timeout`](Self::read_timeout).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// use std::time::Duration;
-    /// let seen = lock
-    ///     .with_read(Duration::from_secs(5), |fence, _lost| async move { fence })
-    ///     .await?
-    ///     .held()?;
-    /// println!("read under fence {seen}");
-    /// # Ok(()) }
-    /// ```
-    pub async fn with_read<F, Fut, T>(&self, timeout: Duration, work: F) -> Result<Finished<T>>
-    where
-        F: FnOnce(u64, LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let guard = self.read_timeout(timeout).await?;
-        Ok(run_under(guard.0, work).await)
-    }
-
-    /// The lock's current state, read in one call (expired entries are left out). O(n)
-    /// in the number of holders: a diagnostic, not for the hot path.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads (and drops expired entries).
-    ///
-    /// # Errors
-    /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
-    /// library; [`Error::Unavailable`] or [`Error::Connection`] when its master cannot be
-    /// reached in time.
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
-    /// let state = lock.state().await?;
-    /// for h in &state.holders {
-    ///     println!("{} holds {:?} x{} for {:?} more", h.owner, h.mode, h.count, h.lease_left);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn state(&self) -> Result<LockState> {
-        let raw = self.raw.state().await?;
-        let holders: Vec<Holder> = raw
-            .holders
-            .into_iter()
-            .map(|h| Holder {
-                mode: if h.write > 0 {
-                    Mode::Write
-                } else if h.upgradable > 0 {
-                    Mode::Upgradable
-                } else {
-                    Mode::Read
-                },
-                count: h.read.saturating_add(h.write).saturating_add(h.upgradable),
-                read_holds: h.read,
-                write_holds: h.write,
-                upgradable_holds: h.upgradable,
-                lease_left: Duration::from_millis(h.lease_left_ms),
-                held_for: Duration::from_millis(h.held_ms),
-                renewed_ago: Duration::from_millis(h.renewed_ago_ms),
-                lease: Duration::from_millis(h.lease_ms),
-                owner: h.owner,
-            })
-            .collect();
-        let mode = if holders.iter().any(|h| h.mode == Mode::Write) {
-            Some(Mode::Write)
-        } else if holders.is_empty() {
-            None
-        } else {
-            Some(Mode::Read)
-        };
-        Ok(LockState {
-            mode,
-            holders,
-            fence: raw.fence,
-            waiting_writers: raw.queued,
-            waiting_readers: raw.queued_readers,
-        })
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::client_name_of;
-
-    #[test]
-    fn client_names_are_read_from_owner_tokens_of_their_shape() {
-        let random = "c734d57db2c34e179d1065b595a90956";
-        assert_eq!(
-            client_name_of(&format!("publisher@host-a/{random}:17")),
-            Some("publisher@host-a")
-        );
-        assert_eq!(
-            client_name_of(&format!("42@web-3/{random}:0")),
-            Some("42@web-3")
-        );
-        for other in [
-            "job-17".to_string(),
-            format!("{random}:17"),
-            format!("/{random}:17"),
-            format!("a/{random}"),
-            format!("a/{random}:"),
-            format!("a/{random}:x"),
-            "a/short:1".to_string(),
-        ] {
-            assert_eq!(client_name_of(&other), None, "{other}");
-        }
-    }
-}
+mod tests; // the unit tests of this module

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
 use super::RwLock;
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::keys::client_name_of;
 use crate::mode::Mode;
 
@@ -104,4 +106,65 @@ pub struct LockState {
     /// Owner tokens of readers waiting in the queue, first first (the readers of one
     /// group, who will go in together, in name order).
     pub waiting_readers: Vec<String>,
+}
+
+impl RwLock {
+    /// The lock's current state, read in one call (expired entries are left out). O(n)
+    /// in the number of holders: a diagnostic, not for the hot path.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads (and drops expired entries).
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] or [`Error::Corrupt`] when the key is not a lock of this
+    /// library; [`Error::Unavailable`] or [`Error::Connection`] when its master cannot be
+    /// reached in time.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: cluster_rwlock::RwLock) -> cluster_rwlock::Result<()> {
+    /// let state = lock.state().await?;
+    /// for h in &state.holders {
+    ///     println!("{} holds {:?} x{} for {:?} more", h.owner, h.mode, h.count, h.lease_left);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn state(&self) -> Result<LockState> {
+        let raw = self.raw.state().await?;
+        let holders: Vec<Holder> = raw
+            .holders
+            .into_iter()
+            .map(|h| Holder {
+                mode: if h.write > 0 {
+                    Mode::Write
+                } else if h.upgradable > 0 {
+                    Mode::Upgradable
+                } else {
+                    Mode::Read
+                },
+                count: h.read.saturating_add(h.write).saturating_add(h.upgradable),
+                read_holds: h.read,
+                write_holds: h.write,
+                upgradable_holds: h.upgradable,
+                lease_left: Duration::from_millis(h.lease_left_ms),
+                held_for: Duration::from_millis(h.held_ms),
+                renewed_ago: Duration::from_millis(h.renewed_ago_ms),
+                lease: Duration::from_millis(h.lease_ms),
+                owner: h.owner,
+            })
+            .collect();
+        let mode = if holders.iter().any(|h| h.mode == Mode::Write) {
+            Some(Mode::Write)
+        } else if holders.is_empty() {
+            None
+        } else {
+            Some(Mode::Read)
+        };
+        Ok(LockState {
+            mode,
+            holders,
+            fence: raw.fence,
+            waiting_writers: raw.queued,
+            waiting_readers: raw.queued_readers,
+        })
+    }
 }
