@@ -1,7 +1,7 @@
 //! Runs a cycle from many tasks for a while and counts the cycles.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::TASKS;
@@ -22,7 +22,23 @@ where
     Fut: std::future::Future<Output = bool> + Send,
 {
     let run = run_for(tasks_n, secs, cycle).await;
+    *LAST_CYCLES.lock().unwrap_or_else(|e| e.into_inner()) = run.cycle_ms;
     run.at_stop as f64 / run.took.as_secs_f64()
+}
+
+/// The times of the cycles that counted in the last [`drive_n`] run, in ms, sorted: for
+/// the latency of a single task (B1-single), read right after its run.
+static LAST_CYCLES: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+
+/// The `p`th percentile of the last [`drive_n`] run's cycle times, in ms (0 when none
+/// counted).
+pub(crate) fn last_cycle_pct(p: f64) -> f64 {
+    let cycles = LAST_CYCLES.lock().unwrap_or_else(|e| e.into_inner());
+    if cycles.is_empty() {
+        return 0.0;
+    }
+    let i = ((p / 100.0) * (cycles.len() - 1) as f64).round() as usize;
+    cycles[i.min(cycles.len() - 1)]
 }
 
 /// What [`run_for`] counted.
@@ -32,6 +48,8 @@ pub(crate) struct Run {
     pub took: Duration,
     /// Cycles done once every task finished the cycle it was in.
     pub total: u64,
+    /// The time of every cycle that counted, in ms, sorted.
+    pub cycle_ms: Vec<f64>,
 }
 
 /// Runs `cycle(task index)` from `tasks_n` tasks, each until `secs` have passed and its
@@ -47,11 +65,15 @@ where
     for i in 0..tasks_n {
         let (stop, done, cycle) = (stop.clone(), done.clone(), cycle.clone());
         tasks.push(tokio::spawn(async move {
+            let mut times = Vec::new();
             while !stop.load(Ordering::Relaxed) {
+                let began = Instant::now();
                 if cycle(i).await {
+                    times.push(began.elapsed().as_secs_f64() * 1e3);
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            times
         }));
     }
     let began = Instant::now();
@@ -59,12 +81,15 @@ where
     stop.store(true, Ordering::Relaxed);
     let at_stop = done.load(Ordering::Relaxed);
     let took = began.elapsed();
+    let mut cycle_ms = Vec::new();
     for t in tasks {
-        let _ = t.await;
+        cycle_ms.extend(t.await.unwrap_or_default());
     }
+    cycle_ms.sort_by(f64::total_cmp);
     Run {
         at_stop,
         took,
         total: done.load(Ordering::Relaxed),
+        cycle_ms,
     }
 }

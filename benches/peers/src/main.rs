@@ -15,13 +15,14 @@
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
 //!
-//! Then, in the same run: B2, the hand-off latency between two clients (p50 / p99), for
+//! Then, in the same run: B1-single, one task's acquire + release (p50 / p99), for
+//! cluster-rwlock in both durabilities, rslock and the floor; B2, the hand-off latency between two clients (p50 / p99), for
 //! cluster-rwlock in both durabilities and for python-redis-lock (`handoff_peer.py`, when
 //! Python has the package); and B4, the commands the masters run per
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|single|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -73,6 +74,10 @@ async fn run() -> Result<(), BoxError> {
         // B2 and B4 alone
         return handoff_and_contention(&seeds, &probe, &tag, secs).await;
     }
+    if arg("--only").as_deref() == Some("single") {
+        // B1-single alone
+        return single_task(&seeds, &tag, secs).await;
+    }
     if let Some(only) = arg("--only") {
         // one row alone (for profiling): ours, rslock, rds_lock or floor
         let row = match only.as_str() {
@@ -95,7 +100,13 @@ async fn run() -> Result<(), BoxError> {
                 .await?
             }
             "rslock" => {
-                measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?
+                measured(
+                    &probe,
+                    "rslock 0.7",
+                    secs,
+                    rslock_rate(&seeds, secs, &tag, TASKS),
+                )
+                .await?
             }
             "rds_lock" => {
                 measured(
@@ -111,7 +122,7 @@ async fn run() -> Result<(), BoxError> {
                     &probe,
                     "floor",
                     secs,
-                    layout_floor(&seeds, secs, &format!("{tag}f")),
+                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
                 )
                 .await?
             }
@@ -136,7 +147,13 @@ async fn run() -> Result<(), BoxError> {
             ours(&seeds, secs, &format!("{tag}a"), TASKS, DEFAULT_DURABILITY),
         )
         .await?,
-        measured(&probe, "rslock 0.7", secs, rslock_rate(&seeds, secs, &tag)).await?,
+        measured(
+            &probe,
+            "rslock 0.7",
+            secs,
+            rslock_rate(&seeds, secs, &tag, TASKS),
+        )
+        .await?,
         measured(
             &probe,
             "rds_lock 1.0",
@@ -168,7 +185,7 @@ async fn run() -> Result<(), BoxError> {
             &probe,
             "floor: the same Redis calls as a cycle, no logic, no WAIT",
             secs,
-            layout_floor(&seeds, secs, &format!("{tag}f")),
+            layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
         )
         .await?,
         measured(
@@ -219,7 +236,40 @@ async fn run() -> Result<(), BoxError> {
         );
     }
     rows.clear();
+    single_task(&seeds, &tag, secs).await?;
     handoff_and_contention(&seeds, &probe, &tag, secs).await
+}
+
+/// B1-single: one task, acquire + release on one name, the case of most services: each
+/// cycle's time, p50 and p99, for this lock in both durabilities, rslock and the floor.
+async fn single_task(seeds: &[String], tag: &str, secs: Duration) -> Result<(), BoxError> {
+    println!(
+        "\n| B1-single, 1 task, {} s each | cycles/s | p50 ms | p99 ms |\n|---|---|---|---|",
+        secs.as_secs()
+    );
+    for who in [
+        "cluster-rwlock",
+        "cluster-rwlock, MasterOnly",
+        "rslock 0.7",
+        "floor",
+    ] {
+        let rate = match who {
+            "cluster-rwlock" => {
+                ours(seeds, secs, &format!("{tag}s"), 1, DEFAULT_DURABILITY).await?
+            }
+            "cluster-rwlock, MasterOnly" => {
+                ours(seeds, secs, &format!("{tag}sm"), 1, Durability::MasterOnly).await?
+            }
+            "rslock 0.7" => rslock_rate(seeds, secs, &format!("{tag}sr"), 1).await?,
+            _ => layout_floor(seeds, secs, &format!("{tag}sf"), 1).await?,
+        };
+        let (p50, p99) = (drive::last_cycle_pct(50.0), drive::last_cycle_pct(99.0));
+        println!("| {who} | {rate:.0} | {p50:.3} | {p99:.3} |");
+        println!(
+            r#"{{"bench":"B1-single","who":"{who}","cycles_per_s":{rate:.1},"p50_ms":{p50:.4},"p99_ms":{p99:.4}}}"#
+        );
+    }
+    Ok(())
 }
 
 /// B2 for python-redis-lock (`handoff_peer.py`, on the master of its names' slot), when

@@ -10,7 +10,7 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::drive::{drive, drive_n};
-use crate::{arg, BoxError, TASKS};
+use crate::{arg, BoxError};
 
 pub(crate) async fn ours(
     seeds: &[String],
@@ -116,16 +116,17 @@ pub(crate) async fn rslock_rate(
     seeds: &[String],
     secs: Duration,
     tag: &str,
+    tasks: usize,
 ) -> Result<f64, BoxError> {
     let ranges = ranges_of(seeds).await?;
     let mut managers = std::collections::HashMap::new();
     let mut per_task = Vec::new();
-    for i in 0..TASKS {
+    for i in 0..tasks {
         let name = format!("{tag}:n{i}");
         per_task.push((rslock_manager(&ranges, &mut managers, &name)?, name));
     }
     let per_task = Arc::new(per_task);
-    Ok(drive(secs, move |i| {
+    Ok(drive_n(tasks, secs, move |i| {
         let per_task = per_task.clone();
         async move {
             let (m, name) = &per_task[i];
@@ -176,6 +177,7 @@ pub(crate) async fn layout_floor(
     seeds: &[String],
     secs: Duration,
     tag: &str,
+    tasks: usize,
 ) -> Result<f64, BoxError> {
     let fred = cluster_client(&seeds[0]).await?;
     for node in fred
@@ -189,7 +191,7 @@ pub(crate) async fn layout_floor(
             .await?;
     }
     let (client, tag) = (fred.clone(), tag.to_string());
-    let rate = drive(secs, move |i| {
+    let rate = drive_n(tasks, secs, move |i| {
         let fred = client.clone();
         let key = format!("{tag}:{{n{i}}}");
         async move {
