@@ -304,8 +304,8 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// From the top down (docs/DESIGN.md's map gives the layers, and a test checks that no
-// module imports one of a higher layer).
+// The modules, one line each (docs/DESIGN.md's map puts them in layers, and a test checks
+// that no module imports one of a higher layer).
 mod acquire; // one attempt, and the waiting loop around it (subscribe, attempt, sleep until a message)
 mod book; // the renewal book: which holds a client renews, by hold id, and until when each is believed
 mod client; // `LockClient`: what a service makes first; every lock, multi-lock and fenced write comes from it

@@ -81,13 +81,6 @@ class _ClientBase:
         """The client's lease, in seconds."""
         return self._native.lease
 
-    def force_release(self, name: str, owner: Optional[str] = None) -> Dict[str, Any]:
-        """Breaks the lock ``name`` (every hold, or those of ``owner``), blocking: the
-        waiters are woken and the fence raised, so the broken holders' late writes are
-        refused by a fenced resource. Returns ``{"holds_removed", "fence"}``."""
-        removed, fence = self._native.force_release(name, owner)
-        return {"holds_removed": removed, "fence": fence}
-
 
 class FencedWrite(NamedTuple):
     """What :meth:`Client.fenced_set` did."""
@@ -120,6 +113,13 @@ class Client(_ClientBase):
         ``(name, mode)`` pairs, mode ``"read"``, ``"write"`` or ``"upgradable"``. Raises
         :class:`InvalidName`."""
         return MultiLock(self._native.multi([(str(n), str(m)) for n, m in members]))
+
+    def force_release(self, name: str, owner: Optional[str] = None) -> Dict[str, Any]:
+        """Breaks the lock ``name`` (every hold, or those of ``owner``), blocking: the
+        waiters are woken and the fence raised, so the broken holders' late writes are
+        refused by a fenced resource. Returns ``{"holds_removed", "fence"}``."""
+        removed, fence = self._native.force_release(name, owner)
+        return {"holds_removed": removed, "fence": fence}
 
     def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
         """Breaks every hold the client named ``client_name`` (the ``client_name`` of
@@ -193,6 +193,11 @@ class AsyncClient(_ClientBase):
     def multi(self, members: Iterable[Tuple[str, str]]) -> "AsyncMultiLock":
         """As :meth:`Client.multi`, for asyncio."""
         return AsyncMultiLock(self._native.multi([(str(n), str(m)) for n, m in members]))
+
+    async def force_release(self, name: str, owner: Optional[str] = None) -> Dict[str, Any]:
+        """As :meth:`Client.force_release`, awaitable (it does not block the event loop)."""
+        removed, fence = await self._native.force_release_async(name, owner)
+        return {"holds_removed": removed, "fence": fence}
 
     async def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
         """As :meth:`Client.break_client`, awaitable."""

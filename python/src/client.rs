@@ -111,11 +111,18 @@ impl NativeClient {
         name: String,
         owner: Option<String>,
     ) -> PyResult<(u64, Option<u64>)> {
-        let client = self.client.clone();
-        wait(py, async move {
-            let r = client.force_release(&name, owner.as_deref()).await?;
-            Ok((r.holds_removed, r.fence))
-        })
+        wait(py, force_release(self.client.clone(), name, owner))
+    }
+
+    /// As `force_release`, as an awaitable.
+    #[pyo3(signature = (name, owner=None))]
+    fn force_release_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        owner: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, force_release(self.client.clone(), name, owner))
     }
 
     /// Breaks every hold of the client named `client_name` on the lock `name`, and its
@@ -185,6 +192,17 @@ impl NativeClient {
         let client = self.client.clone();
         awaitable(py, async move { Ok(client.close().await) })
     }
+}
+
+/// `force_release`, for the blocking method and the awaitable: (holds removed, raised
+/// fence).
+async fn force_release(
+    client: LockClient,
+    name: String,
+    owner: Option<String>,
+) -> cluster_rwlock::Result<(u64, Option<u64>)> {
+    let r = client.force_release(&name, owner.as_deref()).await?;
+    Ok((r.holds_removed, r.fence))
 }
 
 /// `break_client`, for the blocking method and the awaitable: (holds removed, raised

@@ -550,6 +550,31 @@ def test_a_cancelled_upgrade_tells_its_guard_at_once(client, seeds, name):
     asyncio.run(main())
 
 
+def test_the_async_clients_force_release_is_awaited(client, seeds, name):
+    import asyncio
+
+    async def main():
+        async with await cluster_rwlock.connect_async(seeds, **tls()) as ac:
+            w = client.rwlock(name).write(timeout=5)
+            ticks = 0
+
+            async def tick():
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            ticker = asyncio.ensure_future(tick())
+            broken = await ac.force_release(name)  # an awaitable: the loop runs meanwhile
+            ticker.cancel()
+            assert broken["holds_removed"] == 1 and broken["fence"] is not None
+            assert ticks > 0, "force_release blocked the event loop"
+            with pytest.raises(cluster_rwlock.LockLost):
+                w.release()
+
+    asyncio.run(main())
+
+
 def test_the_fenced_store_keeps_the_highest_fence(client, seeds, name):
     tag = name[name.index("{"):]
     key = "fenced:{%s}" % uuid.uuid4().hex  # another slot than the lock's
