@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use tokio::sync::watch;
 
@@ -16,11 +15,6 @@ use crate::errors::{exiting, to_py};
 
 /// How often a blocking call looks for a signal (Ctrl-C) while it waits.
 const SIGNAL_CHECK: Duration = Duration::from_millis(50);
-
-/// How long a blocking call stopped by a signal waits for its work to be dropped (the
-/// acquire's place withdrawn, the upgrade's hold given back) before the signal's
-/// exception is raised: dropping takes microseconds; this only bounds a runtime too busy.
-const DROP_WAIT: Duration = Duration::from_secs(1);
 
 /// The runtime every client, renewal task and waiter of this process runs on.
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
@@ -77,7 +71,7 @@ async fn queued<T>(
     }
 }
 
-/// Runs `work` on the runtime and blocks the calling thread until it ends, with the GIL
+/// Runs `work` on the calling thread, within the runtime, until it ends, with the GIL
 /// released, so that other Python threads run meanwhile. A signal (Ctrl-C) raises its
 /// exception (`KeyboardInterrupt`) once `work` was dropped: every operation of the lock
 /// is cancel safe (an acquire given up withdraws its place; a grant that arrived in
@@ -104,19 +98,21 @@ where
     block(py, queued(work))
 }
 
-/// Runs `work` (`None`: given up at exit) as [`wait`] says.
+/// Runs `work` (`None`: given up at exit) as [`wait`] says: polled on the calling thread
+/// (with the GIL released), not spawned on a worker of the runtime, so that a call costs
+/// one wake-up of this thread when its reply comes, not a hop to a worker and one back.
 fn block<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send + 'static,
     F: Future<Output = Option<cluster_rwlock::Result<T>>> + Send + 'static,
 {
-    let mut handle = runtime().spawn(work);
+    let mut work = Box::pin(work);
     loop {
         let ended = py.detach(|| {
             let ended =
-                runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await });
+                runtime().block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut work).await });
             // parked without taking the GIL again: the interpreter may be finalizing
-            if matches!(ended, Ok(Ok(None))) && PARK.load(Ordering::Acquire) {
+            if matches!(ended, Ok(None)) && PARK.load(Ordering::Acquire) {
                 loop {
                     std::thread::park();
                 }
@@ -124,20 +120,16 @@ where
             ended
         });
         match ended {
-            Ok(Ok(Some(result))) => return result.map_err(|e| to_py(py, e)),
-            Ok(Ok(None)) => return Err(exiting(py)),
-            Ok(Err(join)) => {
-                return Err(PyRuntimeError::new_err(format!(
-                    "the lock's task failed: {join}"
-                )))
-            }
+            Ok(Some(result)) => return result.map_err(|e| to_py(py, e)),
+            Ok(None) => return Err(exiting(py)),
             Err(_still_running) => {
                 if let Err(signal) = py.check_signals() {
-                    handle.abort();
+                    // dropped in the runtime's context: what it gives back (a place in
+                    // the queue withdrawn, a grant that arrived in between released)
+                    // goes on the runtime, in the background
                     py.detach(|| {
-                        runtime().block_on(async {
-                            let _ = tokio::time::timeout(DROP_WAIT, &mut handle).await;
-                        })
+                        let _runtime = runtime().enter();
+                        drop(work);
                     });
                     return Err(signal);
                 }
