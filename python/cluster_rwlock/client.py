@@ -92,6 +92,10 @@ class FencedWrite(NamedTuple):
     fence: int
 
 
+def _released(removed: int, fence: Optional[int]) -> Dict[str, Any]:
+    return {"holds_removed": removed, "fence": fence}
+
+
 def _broken(removed: int, fence: Optional[int], places: int) -> Dict[str, Any]:
     return {"holds_removed": removed, "fence": fence, "places_removed": places}
 
@@ -118,8 +122,7 @@ class Client(_ClientBase):
         """Breaks the lock ``name`` (every hold, or those of ``owner``), blocking: the
         waiters are woken and the fence raised, so the broken holders' late writes are
         refused by a fenced resource. Returns ``{"holds_removed", "fence"}``."""
-        removed, fence = self._native.force_release(name, owner)
-        return {"holds_removed": removed, "fence": fence}
+        return _released(*self._native.force_release(name, owner))
 
     def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
         """Breaks every hold the client named ``client_name`` (the ``client_name`` of
@@ -196,8 +199,7 @@ class AsyncClient(_ClientBase):
 
     async def force_release(self, name: str, owner: Optional[str] = None) -> Dict[str, Any]:
         """As :meth:`Client.force_release`, awaitable (it does not block the event loop)."""
-        removed, fence = await self._native.force_release_async(name, owner)
-        return {"holds_removed": removed, "fence": fence}
+        return _released(*await self._native.force_release_async(name, owner))
 
     async def break_client(self, name: str, client_name: str) -> Dict[str, Any]:
         """As :meth:`Client.break_client`, awaitable."""

@@ -134,39 +134,14 @@ impl Guarded {
     /// # }
     /// ```
     pub fn new(lock: &RwLock) -> Guarded {
-        Guarded {
-            under: Unbound,
-            lock: lock.clone(),
-            mode: None,
-            conditions: Vec::new(),
-            condition_count: 0,
-            then: (Vec::new(), Vec::new()),
-            otherwise: (Vec::new(), Vec::new()),
-            in_else: false,
-            keys: Vec::new(),
-            writes: false,
-            refused: None,
-        }
+        Guarded::empty(Unbound, lock, None)
     }
 }
 
 impl<'a> Guarded<&'a Grant> {
     /// A call to run under `grant` (see [`Grant::guarded`]).
     pub(crate) fn bound(grant: &'a Grant) -> Guarded<&'a Grant> {
-        let call = Guarded::new(&grant.lock);
-        Guarded {
-            under: grant,
-            lock: call.lock,
-            mode: Some(grant.mode()),
-            conditions: call.conditions,
-            condition_count: call.condition_count,
-            then: call.then,
-            otherwise: call.otherwise,
-            in_else: call.in_else,
-            keys: call.keys,
-            writes: call.writes,
-            refused: call.refused,
-        }
+        Guarded::empty(grant, &grant.lock, Some(grant.mode()))
     }
 
     /// Runs the call in one function call on the lock's node, after checking there that
@@ -258,6 +233,24 @@ impl<'a> Guarded<&'a Grant> {
 }
 
 impl<U> Guarded<U> {
+    /// An empty call on `lock`'s slot, to run under `under`, built under a hold of
+    /// `mode` when known.
+    fn empty(under: U, lock: &RwLock, mode: Option<Mode>) -> Guarded<U> {
+        Guarded {
+            under,
+            lock: lock.clone(),
+            mode,
+            conditions: Vec::new(),
+            condition_count: 0,
+            then: (Vec::new(), Vec::new()),
+            otherwise: (Vec::new(), Vec::new()),
+            in_else: false,
+            keys: Vec::new(),
+            writes: false,
+            refused: None,
+        }
+    }
+
     fn declare(&mut self, key: &[u8]) {
         if !self.keys.iter().any(|k| k == key) {
             self.keys.push(key.to_vec());
