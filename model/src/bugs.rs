@@ -21,16 +21,20 @@ pub enum Bug {
     PlaceNeverLapses,
     /// A guarded call runs its commands whether or not the caller's hold is there.
     GuardedWithoutHold,
+    /// A vouch counts from the moment the majority is asked, not from when it last heard
+    /// from the master (a master cut off a while ago looks as good as one heard now).
+    VouchIgnoresAge,
 }
 
 impl Bug {
     /// Every seeded bug.
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::BelieveBeforeWait,
         Bug::HandoffKeepsFence,
         Bug::RenewWithoutOwnerCheck,
         Bug::PlaceNeverLapses,
         Bug::GuardedWithoutHold,
+        Bug::VouchIgnoresAge,
     ];
 
     /// Its name on the command line.
@@ -41,6 +45,7 @@ impl Bug {
             Bug::RenewWithoutOwnerCheck => "renew-without-owner-check",
             Bug::PlaceNeverLapses => "place-never-lapses",
             Bug::GuardedWithoutHold => "guarded-without-hold",
+            Bug::VouchIgnoresAge => "vouch-ignores-age",
         }
     }
 
@@ -57,6 +62,7 @@ impl Bug {
             Bug::RenewWithoutOwnerCheck => crate::properties::EXCLUSION,
             Bug::PlaceNeverLapses => crate::properties::NO_NEEDLESS_WAIT,
             Bug::GuardedWithoutHold => crate::properties::GUARDED_UNDER_HOLD,
+            Bug::VouchIgnoresAge => crate::properties::FENCE_ORDER,
         }
     }
 
@@ -68,13 +74,14 @@ impl Bug {
             Bug::RenewWithoutOwnerCheck => "break",
             Bug::PlaceNeverLapses => "dead",
             Bug::GuardedWithoutHold => "break",
+            Bug::VouchIgnoresAge => "silent",
         }
     }
 
     /// The replacements it makes in the library's text: (what, by what).
     fn patches(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Bug::BelieveBeforeWait => &[],
+            Bug::BelieveBeforeWait | Bug::VouchIgnoresAge => &[],
             Bug::HandoffKeepsFence => &[
                 (
                     "local function next_fence()\n  fence = fence_after(fence, now_us)",
@@ -103,6 +110,12 @@ impl Bug {
     /// Whether the model's client skips the `WAIT` before believing.
     pub fn client_skips_wait(bug: Option<Bug>) -> bool {
         bug == Some(Bug::BelieveBeforeWait)
+    }
+
+    /// Whether the model's client takes the majority's word as if it had heard from
+    /// the master just now.
+    pub fn vouch_ignores_age(bug: Option<Bug>) -> bool {
+        bug == Some(Bug::VouchIgnoresAge)
     }
 }
 

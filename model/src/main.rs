@@ -37,10 +37,11 @@ struct Args {
     #[arg(long)]
     limits: bool,
     /// Run one seeded bug (believe-before-wait, handoff-keeps-fence,
-    /// renew-without-owner-check, place-never-lapses, guarded-without-hold).
+    /// renew-without-owner-check, place-never-lapses, guarded-without-hold,
+    /// vouch-ignores-age).
     #[arg(long)]
     bug: Option<String>,
-    /// Check only this scenario (failover, dead, break, readers).
+    /// Check only this scenario (failover, dead, break, readers, silent).
     #[arg(long)]
     scenario: Option<String>,
     /// Each client's mode, one letter per client: w (write) or r (read).
@@ -182,8 +183,16 @@ fn describe(bounds: &Bounds) -> String {
             ", guarded writes"
         } else {
             ""
-        }
-    )
+        },
+    ) + &if bounds.detector {
+        format!(
+            ", failure detector (node timeout {} ms, election {} ms), vouches",
+            system::NODE_TIMEOUT_MS,
+            system::ELECTION_MS
+        )
+    } else {
+        String::new()
+    }
 }
 
 fn run(args: Args) -> Result<bool, String> {

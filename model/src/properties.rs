@@ -15,3 +15,4 @@ pub const SOME_FAILOVER_HOLD: &str = "a hold is believed after a failover";
 pub const SOME_GUARDED: &str = "a guarded write lands";
 pub const SOME_BROKEN_WAITER: &str = "a waiter of a broken client stops";
 pub const SOME_PAST_DEAD: &str = "a waiter is granted after a dead client's turn";
+pub const SOME_VOUCHED: &str = "a grant or renewal is believed on the majority's word";

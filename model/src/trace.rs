@@ -40,6 +40,10 @@ fn name(a: &Action) -> String {
         Action::Release(c) => format!("client {c} releases"),
         Action::GiveUp(c) => format!("client {c} gives up and withdraws"),
         Action::Crash(c) => format!("client {c} crashes"),
+        Action::Vouch(c) => format!(
+            "client {c}'s WAIT fell short: it asks the other masters when they last heard the master"
+        ),
+        Action::Isolate => "the master is cut off from the other masters".into(),
         Action::Tick => "time passes".into(),
         Action::Failover(n) => {
             format!("FAILOVER: the master dies, the replica is promoted with {n} more write(s) of the stream")

@@ -26,6 +26,13 @@ pub struct Bounds {
     pub replica_skew_ms: i64,
     /// Holders make guarded writes.
     pub writes: bool,
+    /// The cluster's failure detector is in the model: the master may be cut off from
+    /// the other masters (`Isolate`), and a failover comes no earlier than the node
+    /// timeout and the election delay after the majority last heard from it. A client
+    /// whose `WAIT` fell short then asks the majority how soon the replica could be
+    /// promoted, and believes its grant or renewal until then, less the margin (the
+    /// vouch of docs/PROTOCOL.md, "A silent replica").
+    pub detector: bool,
 }
 
 impl Bounds {
@@ -44,6 +51,7 @@ impl Bounds {
             give_ups: 0,
             replica_skew_ms: 250,
             writes: false,
+            detector: false,
         };
         vec![
             (
@@ -82,6 +90,20 @@ impl Bounds {
                 Bounds {
                     modes: b"rw".to_vec(),
                     failovers: 1,
+                    ..base.clone()
+                },
+            ),
+            (
+                "silent",
+                "two writers; the replica acknowledges nothing, grants and renewals are \
+                 vouched for by the majority; the master is cut off from it and its replica \
+                 promoted (no earlier than the failure detector allows), its clock behind",
+                Bounds {
+                    failovers: 1,
+                    detector: true,
+                    replica_skew_ms: -250,
+                    ticks: 6,
+                    give_ups: 0,
                     ..base
                 },
             ),

@@ -31,6 +31,12 @@ pub const MARGIN_MS: u64 = LEASE_MS / 4;
 /// A holder renews this long after the send of its last grant or renewal (a third of a
 /// lease, in whole ticks), or later.
 pub const RENEW_EVERY_MS: u64 = (LEASE_MS / 3).div_ceil(TICK_MS) * TICK_MS;
+/// The cluster's node timeout in the model (ms): a master flags another failing when it
+/// has not heard from it for this long.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+/// The least delay between a master flagged failed and its replica's promotion (ms): a
+/// replica starts its election 500 ms (plus a random part) after it learns of it.
+pub const ELECTION_MS: u64 = 500;
 /// The servers' clocks start here (ms since the epoch, a realistic size: fences are µs).
 const EPOCH_MS: u64 = 1_700_000_000_000;
 /// The lock's key.

@@ -18,6 +18,8 @@ impl Model for System {
             master: 0,
             replica: Some(1),
             listed: true,
+            cut_at: None,
+            vouched: false,
             drops: 0,
             stream: vec![],
             clients: self
@@ -68,7 +70,11 @@ impl Model for System {
         if s.drops < self.bounds.drops && s.listed && s.replica.is_some() {
             actions.push(Action::DropReplica);
         }
-        if s.failovers < self.bounds.failovers && s.replica.is_some() {
+        let now = Self::now_ms(s);
+        if self.bounds.detector && s.cut_at.is_none() && s.failovers < self.bounds.failovers {
+            actions.push(Action::Isolate);
+        }
+        if s.failovers < self.bounds.failovers && s.replica.is_some() && self.may_fail_over(s) {
             for n in 0..=s.stream.len() {
                 actions.push(Action::Failover(n as u8));
             }
@@ -83,7 +89,6 @@ impl Model for System {
             actions.push(Action::Break(None));
             actions.push(Action::Break(Some(0)));
         }
-        let now = Self::now_ms(s);
         for (i, c) in s.clients.iter().enumerate() {
             let i = i as u8;
             let fresh = c.acted != Some(s.ticks);
@@ -103,6 +108,9 @@ impl Model for System {
                     }
                     if !Self::can_ack(s, *on) || (*needs > 0 && Self::waits_for_replica(s)) {
                         actions.push(Action::WaitShort(i));
+                        if self.bounds.detector {
+                            actions.push(Action::Vouch(i));
+                        }
                     }
                 }
                 Phase::Holding { until, .. } => {
@@ -148,6 +156,45 @@ impl Model for System {
                 s.replica = None;
                 s.stream.clear();
                 s.failovers += 1;
+            }
+            Action::Isolate => s.cut_at = Some(Self::now_ms(&s)),
+            Action::Vouch(c) => {
+                let now = Self::now_ms(&s);
+                let cap = self
+                    .replaceable_after(&s)
+                    .map(|at| at.saturating_sub(MARGIN_MS))
+                    .filter(|cap| *cap > now);
+                let cl = &mut s.clients[c as usize];
+                match (cl.phase.clone(), cap) {
+                    (Phase::Confirming { fence, until, .. }, Some(cap)) => {
+                        cl.phase = Phase::Holding {
+                            fence,
+                            until: until.min(cap),
+                        };
+                        s.believed_fence = s.believed_fence.max(fence);
+                        s.vouched = true;
+                    }
+                    (
+                        Phase::Renewing {
+                            fence,
+                            until,
+                            renewed_until,
+                            ..
+                        },
+                        Some(cap),
+                    ) => {
+                        cl.phase = Phase::Holding {
+                            fence,
+                            until: until.max(renewed_until.min(cap)),
+                        };
+                        s.vouched = true;
+                    }
+                    // nothing vouched for: as a WAIT that fell short
+                    (Phase::Confirming { .. } | Phase::Renewing { .. }, None) => {
+                        return self.next_state(last, Action::WaitShort(c));
+                    }
+                    _ => return None,
+                }
             }
             Action::DropReplica => {
                 s.drops += 1;
@@ -403,6 +450,11 @@ impl Model for System {
         if self.bounds.failovers > 0 {
             properties.push(Property::sometimes(SOME_FAILOVER_HOLD, |_, s: &State| {
                 s.failovers > 0 && s.clients.iter().any(|c| System::believes(s, c))
+            }));
+        }
+        if self.bounds.detector {
+            properties.push(Property::sometimes(SOME_VOUCHED, |_, s: &State| {
+                s.vouched && s.clients.iter().any(|c| System::believes(s, c))
             }));
         }
         if self.bounds.writes {

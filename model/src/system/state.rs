@@ -79,6 +79,11 @@ pub struct State {
     pub replica: Option<u8>,
     /// Whether the master lists it (`INFO replication`): a WAIT waits for it.
     pub listed: bool,
+    /// When the other masters last heard from the master (model time, ms), once it is
+    /// cut off from them (`None`: they hear it now).
+    pub cut_at: Option<u64>,
+    /// A grant or renewal was believed on the majority's word (a vouch).
+    pub vouched: bool,
     pub drops: u8,
     /// What the master wrote that the replica has not applied, oldest first: the
     /// keyspace after each write (a function is replicated as its effects, in one step).
@@ -121,6 +126,15 @@ pub enum Action {
     WaitAcked(u8),
     /// Client `c`'s `WAIT` falls short (times out, or its connection is gone).
     WaitShort(u8),
+    /// Client `c`'s `WAIT` fell short, and it asks the other masters how long ago they
+    /// last heard from the master: it believes its grant or renewal until the replica
+    /// could first be promoted (the node timeout and the election delay after that),
+    /// less the margin, or gives it up as after `WaitShort` when that is not later than
+    /// now.
+    Vouch(u8),
+    /// The master is cut off from the other masters (a partition, or it hangs for
+    /// them): from now on they do not hear from it, while clients still reach it.
+    Isolate,
     Renew(u8),
     /// Client `c` sets the data key through a guarded call under its hold (also after
     /// its belief ended: a holder paused past its lease writes as it wakes, before it

@@ -316,6 +316,32 @@ impl System {
         on == s.master && s.nodes[on as usize].up
     }
 
+    /// Whether the replica may be promoted now: always without the failure detector in
+    /// the model; with it, only once the majority has not heard from the master for the
+    /// node timeout, and the election delay has passed.
+    pub(super) fn may_fail_over(&self, s: &State) -> bool {
+        !self.bounds.detector
+            || s.cut_at
+                .is_some_and(|h| Self::now_ms(s) >= h + NODE_TIMEOUT_MS + ELECTION_MS)
+    }
+
+    /// What a client's vouch finds (docs/PROTOCOL.md, "A silent replica"): the earliest
+    /// time (its clock) the replica could be promoted, from how long ago the majority last
+    /// heard from the master; `None` once the replica was promoted (the majority knows,
+    /// and says so). Atomic in the model: the majority is asked at the step's time.
+    pub(super) fn replaceable_after(&self, s: &State) -> Option<u64> {
+        if s.failovers > 0 {
+            return None;
+        }
+        let now = Self::now_ms(s);
+        let age = if Bug::vouch_ignores_age(self.bug) {
+            0
+        } else {
+            s.cut_at.map_or(0, |h| now - h)
+        };
+        (now + NODE_TIMEOUT_MS + ELECTION_MS).checked_sub(age)
+    }
+
     /// Whether a WAIT must wait for the replica (else it answers at once: the master
     /// lists none).
     pub(super) fn waits_for_replica(s: &State) -> bool {
