@@ -128,7 +128,18 @@ impl Hold {
             Some(ms) => Duration::from_millis(u64::from(ms.get())).min(raw.lease()),
             None => raw.lease(),
         };
-        let until = raw.book().belief(granted.sent, lease);
+        let book = raw.book();
+        let until = match granted.replaceable_after {
+            None => book.belief(granted.sent, lease),
+            // (the margin of the handle's whole lease, as the attempt that kept it)
+            Some(at) => {
+                let until = book
+                    .vouched_belief(granted.sent, raw.lease(), at)
+                    .min(book.belief(granted.sent, lease));
+                book.hurry(until);
+                until
+            }
+        };
         Hold::believed_until(raw, owner, granted, until)
     }
 
@@ -304,6 +315,7 @@ impl Hold {
                     sent,
                     others: self.others,
                     left: None,
+                    replaceable_after: None,
                 };
                 Ok(Hold::believed_until(raw, owner, granted, until))
             }

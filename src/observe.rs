@@ -164,6 +164,34 @@ pub(crate) fn not_replicated(
     metrics::counter!("cluster_rwlock_not_replicated_total").increment(1);
 }
 
+/// The other masters were asked how soon the master at `master` could be replaced,
+/// after a `WAIT` fell short: `within` that long from the question, or nothing vouched
+/// for (`None`).
+pub(crate) fn vouch(master: &str, within: Option<std::time::Duration>) {
+    #[cfg(feature = "tracing")]
+    match within {
+        Some(d) => tracing::info!(
+            master,
+            within_ms = d.as_millis() as u64,
+            "a silent replica: the other masters vouch for the master"
+        ),
+        None => tracing::warn!(
+            master,
+            "a silent replica: the other masters do not vouch for the master"
+        ),
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = master;
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "cluster_rwlock_vouches_total",
+        "vouched" => if within.is_some() { "yes" } else { "no" }
+    )
+    .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = within;
+}
+
 /// A write counts without WAIT: its master has no replica that could be promoted (all
 /// failing, or none).
 pub(crate) fn confirmed_alone() {

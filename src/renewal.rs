@@ -13,7 +13,8 @@ use tokio::time::Instant;
 
 use crate::cluster::node::Node;
 use crate::error::Result;
-use crate::scripts::RenewItem;
+use crate::cluster::vouch::Vouch;
+use crate::scripts::{RenewItem, Renewed};
 use crate::shared::{CallKind, Shared};
 
 /// Starts the client's renewal task (once). It wakes every third of the shortest lease
@@ -28,6 +29,8 @@ pub(crate) fn start(inner: &Arc<Shared>) {
     let mut period = book.period();
     inner.runtime.spawn(async move {
         let mut next = Instant::now() + period;
+        // a round of every hold asked for by then (see `Book::hurry`)
+        let mut hurry: Option<Instant> = None;
         loop {
             let every_hold = tokio::select! {
                 _ = tokio::time::sleep_until(next) => false,
@@ -42,6 +45,17 @@ pub(crate) fn start(inner: &Arc<Shared>) {
                     period = book.period();
                     next = next.min(Instant::now() + period);
                     continue;
+                }
+                // a hold believed on the other masters' word: wake before it runs out
+                _ = book.hurried.notified() => {
+                    if let Some(by) = book.take_hurry() {
+                        hurry = Some(hurry.map_or(by, |h: Instant| h.min(by)));
+                    }
+                    continue;
+                }
+                _ = sleep_until_some(hurry) => {
+                    hurry = None;
+                    true
                 }
             };
             let Some(inner) = Weak::upgrade(&weak) else {
@@ -62,6 +76,14 @@ pub(crate) fn start(inner: &Arc<Shared>) {
     });
 }
 
+/// Sleeps until `at`, or for ever.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Renews `items` within `budget`: one pipeline per node, all nodes at once, so that a
 /// node that does not answer delays only its own locks; an item whose pipeline failed
 /// (a library missing, a node that hung or lost its slots) is renewed again on its own, routed
@@ -70,7 +92,7 @@ async fn renew_all(
     inner: &Arc<Shared>,
     items: Vec<RenewItem>,
     budget: Duration,
-) -> Vec<crate::error::Result<Vec<Vec<u64>>>> {
+) -> Vec<crate::error::Result<Renewed>> {
     let deadline = Instant::now() + budget;
     let router = &inner.cluster.router;
     let slots: &Vec<u16> = &items
@@ -88,7 +110,7 @@ async fn renew_all(
                 .push(i);
         }
     }
-    let mut out: Vec<Option<crate::error::Result<Vec<Vec<u64>>>>> =
+    let mut out: Vec<Option<crate::error::Result<Renewed>>> =
         (0..items.len()).map(|_| None).collect();
     let batches = groups.into_values().map(|(node, idx)| {
         let batch: Vec<RenewItem> = idx.iter().map(|&i| items[i].clone()).collect();
@@ -165,7 +187,7 @@ async fn renew_round(inner: &Arc<Shared>, budget: Duration, due: Option<Instant>
         let mut failed = 0;
         for (of, reply) in snapshot.iter().zip(replies) {
             match reply {
-                Ok(present) => book.renewed(of, present, sent),
+                Ok(r) => book.renewed(of, r.present, sent, r.replaceable_after),
                 Err(_) => failed += 1,
             }
         }
@@ -184,7 +206,7 @@ async fn renew(
     lease_ms: u64,
     owners: &[(&str, &[u64])],
     deadline: Instant,
-) -> Result<Vec<Vec<u64>>> {
+) -> Result<Renewed> {
     let slot = crate::slot::key_slot(key.as_bytes());
     inner
         .call_within(slot, budget, |c| async move {
@@ -203,10 +225,15 @@ async fn renew_batch(
     slot: u16,
     items: &[RenewItem],
     deadline: Instant,
-) -> Vec<Result<Vec<Vec<u64>>>> {
+) -> Vec<Result<Renewed>> {
     let confirm = inner.confirm(CallKind::Renew, slot, Some(deadline));
+    // a renewal whose WAIT falls short asks the other masters (see `cluster::vouch`)
+    let vouch = confirm.map(|_| Vouch {
+        router: &inner.cluster.router,
+        master: &node.addr,
+    });
     inner
         .scripts
-        .renew_pipeline(node.lane(slot), &inner.counters, items, confirm)
+        .renew_pipeline(node.lane(slot), &inner.counters, items, confirm, vouch)
         .await
 }

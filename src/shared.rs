@@ -11,6 +11,7 @@ use crate::book::Book;
 use crate::cluster::notify::Notifier;
 use crate::cluster::router::Link;
 use crate::cluster::topology::UNKNOWN;
+use crate::cluster::vouch::Vouch;
 use crate::cluster::Cluster;
 use crate::config::{Durability, LockConfig};
 use crate::error::Result;
@@ -69,6 +70,14 @@ impl CallKind {
             | CallKind::State => false,
         }
     }
+
+    /// Whether a call that its replicas did not confirm may be believed for a while on
+    /// the other masters' word (see `cluster::vouch`): a grant or a renewal, which a
+    /// holder believes for a bounded time. Not a guarded or fenced write: what it wrote
+    /// is lost for good if the replica is promoted, however late.
+    pub fn vouched(self) -> bool {
+        matches!(self, CallKind::Acquire | CallKind::Upgrade | CallKind::Renew)
+    }
 }
 
 /// The state a [`LockClient`](crate::LockClient) and all its locks share.
@@ -107,6 +116,12 @@ impl Shared {
         } else {
             None
         };
+        // a grant or a renewal whose WAIT falls short asks the other masters how soon
+        // its master could be replaced (see `cluster::vouch`)
+        let vouch = (confirm.is_some() && op.vouched()).then_some(Vouch {
+            router: &self.cluster.router,
+            master: &link.node.addr,
+        });
         On {
             client: &link.client,
             lane: &link.lane,
@@ -115,6 +130,7 @@ impl Shared {
             counters: &self.counters,
             target: Target { key, confirm },
             gather: None,
+            vouch,
         }
     }
 

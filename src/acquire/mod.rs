@@ -108,7 +108,15 @@ pub(crate) struct Acquired {
     /// The grant said that another owner held, or someone waited, right after it: the
     /// release skips the function's path for a lone holder (see `AttemptReply::Granted`).
     pub others: bool,
+    /// Not confirmed by the replicas, and believed on the other masters' word that none
+    /// can replace the master before this (see `AttemptReply::Granted`).
+    pub replaceable_after: Option<Instant>,
 }
+
+/// The shortest belief a grant the other masters vouched for must leave (see
+/// `cluster::vouch`): a shorter one is undone as a grant the replicas did not confirm,
+/// rather than handed out to be lost at once.
+const MIN_VOUCHED_BELIEF: Duration = Duration::from_millis(100);
 
 enum Verdict {
     Granted(Acquired),
@@ -303,28 +311,37 @@ async fn attempt<L: Seam>(
     };
     let reply = match reply {
         Err(e @ Error::NotReplicated { .. }) => {
-            // the grant does not count: undone. An upgrade's undo turns the write hold
-            // back into the upgradable hold it came from, which the next attempt needs:
-            // it runs before that attempt (in the background, the next attempt could
-            // find the upgradable hold gone and the undo a write hold it does not know);
-            // other undos run in the background, and the next attempt takes a new id
-            let from = ask.upgrade_from();
-            let undone = GiveBack::Attempt { id, from };
-            if from.is_some() {
-                lock.give_back(owner, undone).await?;
-            } else {
-                lock.give_back_later(owner.clone(), undone);
-            }
+            undo(lock, owner, ask, id).await?;
             return Err(e);
         }
         other => other?,
     };
+    if let AttemptReply::Granted {
+        replaceable_after: Some(at),
+        ..
+    } = reply
+    {
+        // believed on the other masters' word: only if that leaves time to believe it
+        let margin = crate::config::margin_for(lock.config().clock_margin, lock.lease());
+        let left = at
+            .checked_sub(margin)
+            .map(|cap| cap.saturating_duration_since(Instant::now()));
+        if left.is_none_or(|left| left < MIN_VOUCHED_BELIEF) && intent != Intent::Probe {
+            undo(lock, owner, ask, id).await?;
+            return Err(lock.short_since(sent).unwrap_or(Error::NotReplicated {
+                wanted: 1,
+                acked: 0,
+                silent: Vec::new(),
+            }));
+        }
+    }
     match reply {
         AttemptReply::Granted { .. } if intent == Intent::Probe => Ok(Verdict::Unconfirmed),
         AttemptReply::Granted {
             fence,
             others,
             lease,
+            replaceable_after,
         } => {
             if others {
                 lock.mark_contended();
@@ -336,6 +353,7 @@ async fn attempt<L: Seam>(
                 sent,
                 others,
                 left: None,
+                replaceable_after,
             };
             match lease {
                 Counted::Whole => Ok(Verdict::Granted(granted)),
@@ -357,6 +375,22 @@ async fn attempt<L: Seam>(
         AttemptReply::UpgradeDeadlock => Err(Error::UpgradeDeadlock),
         AttemptReply::Gone => Err(Error::LockLost),
     }
+}
+
+/// Undoes a grant that does not count (see `attempt`). An upgrade's undo turns the write
+/// hold back into the upgradable hold it came from, which the next attempt needs: it
+/// runs before that attempt (in the background, the next attempt could find the
+/// upgradable hold gone and the undo a write hold it does not know); other undos run in
+/// the background, and the next attempt takes a new id.
+async fn undo<L: Seam>(lock: &L, owner: &Arc<str>, ask: Ask, id: u64) -> Result<()> {
+    let from = ask.upgrade_from();
+    let undone = GiveBack::Attempt { id, from };
+    if from.is_some() {
+        lock.give_back(owner, undone).await?;
+    } else {
+        lock.give_back_later(owner.clone(), undone);
+    }
+    Ok(())
 }
 
 /// The lease left that a grant said, as [`Acquired::left`]: rounded down where it must be

@@ -158,6 +158,13 @@ pub(crate) struct Book {
     /// next wake-up is either seen by it or wakes it.
     next_wake: Mutex<Option<Instant>>,
     started: std::sync::atomic::AtomicBool,
+    /// A round of every hold is due by then (ns after `origin`; `u64::MAX`: none): set
+    /// for a hold believed on the other masters' word (see `cluster::vouch`), whose
+    /// belief is shorter than a renewal period.
+    hurry_ns: AtomicU64,
+    origin: Instant,
+    /// Told when `hurry_ns` moves earlier: the renewal task wakes sooner.
+    pub hurried: tokio::sync::Notify,
     /// Renewal rounds and lock renewals sent, for diagnostics.
     pub rounds: AtomicU64,
     pub renewals: AtomicU64,
@@ -175,6 +182,9 @@ impl Book {
             added: tokio::sync::Notify::new(),
             next_wake: Mutex::new(None),
             started: std::sync::atomic::AtomicBool::new(false),
+            hurry_ns: AtomicU64::new(u64::MAX),
+            origin: Instant::now(),
+            hurried: tokio::sync::Notify::new(),
             rounds: AtomicU64::new(0),
             renewals: AtomicU64::new(0),
         }
@@ -240,6 +250,41 @@ impl Book {
     /// `sent` may be believed.
     pub fn belief(&self, sent: Instant, lease: Duration) -> Instant {
         sent + lease.saturating_sub(self.margin_for(lease))
+    }
+
+    /// Until when a grant or renewal of lease `lease` sent at `sent`, that its replicas
+    /// did not confirm, may be believed on the other masters' word that no replica can
+    /// replace its master before `replaceable_after` (see `cluster::vouch`): that moment
+    /// less the clock margin, at most the lease's own belief. Once the holder believes
+    /// it, a renewal round is to come halfway there ([`hurry`](Self::hurry)).
+    pub fn vouched_belief(
+        &self,
+        sent: Instant,
+        lease: Duration,
+        replaceable_after: Instant,
+    ) -> Instant {
+        let cap = replaceable_after
+            .checked_sub(self.margin_for(lease))
+            .unwrap_or(sent);
+        self.belief(sent, lease).min(cap)
+    }
+
+    /// Asks for a renewal round of every hold halfway from now to `until` (a belief the
+    /// other masters vouched for, shorter than a renewal period), unless one is asked
+    /// for sooner already.
+    pub fn hurry(&self, until: Instant) {
+        let now = Instant::now();
+        let by = now + until.saturating_duration_since(now) / 2;
+        let ns = Self::ns(by.saturating_duration_since(self.origin));
+        if ns < self.hurry_ns.fetch_min(ns, Ordering::AcqRel) {
+            self.hurried.notify_one();
+        }
+    }
+
+    /// The round asked for by [`hurry`](Self::hurry), if any, forgotten from now on.
+    pub fn take_hurry(&self) -> Option<Instant> {
+        let ns = self.hurry_ns.swap(u64::MAX, Ordering::AcqRel);
+        (ns != u64::MAX).then(|| self.origin + Duration::from_nanos(ns))
     }
 
     /// When a hold of lease `lease` believed until `until` is due for renewal: a third
@@ -330,11 +375,26 @@ impl Book {
     }
 
     /// A renewal sent at `sent` found, for each owner of `key` in `owners`, the hold ids
-    /// in `present`: the others are lost.
-    pub fn renewed(&self, of: &RenewalOf, present: Vec<Vec<u64>>, sent: Instant) {
+    /// in `present`: the others are lost. `replaceable_after`: the replicas did not
+    /// confirm it, and the other masters vouched for its master until then (see
+    /// [`vouched_belief`](Self::vouched_belief)).
+    pub fn renewed(
+        &self,
+        of: &RenewalOf,
+        present: Vec<Vec<u64>>,
+        sent: Instant,
+        replaceable_after: Option<Instant>,
+    ) {
         let (key, owners) = (&of.key, &of.owners);
+        let until = match replaceable_after {
+            None => self.belief(sent, of.lease),
+            Some(at) => {
+                let until = self.vouched_belief(sent, of.lease, at);
+                self.hurry(until);
+                until
+            }
+        };
         let mut map = self.map();
-        let until = self.belief(sent, of.lease);
         for ((owner, ids), still) in owners.iter().zip(present) {
             for id in ids {
                 // (a hold of another lock or owner under this id: none, ids are the

@@ -50,7 +50,7 @@ async fn each_hold_follows_its_own_lease() {
         2
     );
     // a renewal of the short lease moves its belief on by its own lease
-    book.renewed(&due[0], vec![vec![2]], t0 + Duration::from_secs(1));
+    book.renewed(&due[0], vec![vec![2]], t0 + Duration::from_secs(1), None);
     assert_eq!(short.until(), t0 + Duration::from_millis(3250));
     book.expire(t0 + Duration::from_millis(3300));
     assert!(short.is_lost() && !long.is_lost());
@@ -94,7 +94,7 @@ async fn a_renewal_that_misses_a_hold_marks_it_lost() {
     let (kept, _) = put(&book, &k, &o, 1, now);
     let (gone, _) = put(&book, &k, &o, 2, now);
     let owners = vec![(o.clone(), vec![1, 2])];
-    book.renewed(&of(&k, book.lease, owners), vec![vec![1]], now);
+    book.renewed(&of(&k, book.lease, owners), vec![vec![1]], now, None);
     assert!(!kept.is_lost());
     assert!(gone.is_lost());
     assert_eq!(book.held(), 1);
@@ -114,6 +114,7 @@ async fn a_renewal_moves_on_the_belief_of_the_holds_it_named_only() {
         &of(&k, book.lease, owners),
         vec![vec![1]],
         t0 + Duration::from_secs(2),
+        None,
     );
     book.expire(t0 + Duration::from_secs(3));
     assert!(!renewed.is_lost());
@@ -132,6 +133,7 @@ async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
         &of(&k, book.lease, vec![(o.clone(), vec![1])]),
         vec![vec![2]],
         Instant::now(),
+        None,
     );
     assert!(!from.is_lost());
     from.set_converting(false);
@@ -139,6 +141,7 @@ async fn a_hold_being_converted_is_not_lost_to_a_renewal_that_misses_it() {
         &of(&k, book.lease, vec![(o.clone(), vec![1])]),
         vec![vec![]],
         Instant::now(),
+        None,
     );
     assert!(from.is_lost());
 }
@@ -227,6 +230,7 @@ async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
         &of(&arc("k"), book.lease, owners),
         vec![vec![2]],
         sent2 - Duration::from_secs(2),
+        None,
     );
     again.lost().await;
     assert!(Instant::now() - sent2 < Duration::from_millis(3_010));

@@ -22,6 +22,7 @@ pub(crate) mod node;
 pub(crate) mod notify;
 pub(crate) mod router;
 pub(crate) mod topology;
+pub(crate) mod vouch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

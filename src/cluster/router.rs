@@ -68,6 +68,8 @@ pub(crate) struct Link {
     /// node no view described): the `WAIT`'s first guess, checked against the node's own
     /// count in the same pipeline (see `lane`).
     pub replicas: u32,
+    /// The node.
+    pub node: Arc<Node>,
 }
 
 /// The slot map with the connections of the masters it names.
@@ -108,6 +110,8 @@ pub(crate) struct Router {
     last_alarm: Mutex<Option<Instant>>,
     timeout: Duration,
     closed: std::sync::atomic::AtomicBool,
+    /// What the other masters last vouched for, per master (see `vouch`).
+    pub(super) vouches: super::vouch::Vouches,
 }
 
 impl Router {
@@ -160,6 +164,7 @@ impl Router {
             last_alarm: Mutex::new(None),
             timeout,
             closed: std::sync::atomic::AtomicBool::new(false),
+            vouches: Default::default(),
         })
     }
 
@@ -309,6 +314,7 @@ impl Router {
                     Some(n) => map.replicas_of(&n.addr),
                     None => map.replicas_for(slot),
                 }),
+                node: node.clone(),
             };
             let send = op(link);
             tokio::pin!(send);

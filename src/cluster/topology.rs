@@ -29,6 +29,9 @@ pub(crate) struct NodeLine {
     pub replica_of: Option<String>,
     /// Flagged `fail` or `fail?` by the node that gave this view.
     pub failing: bool,
+    /// When the node that gave this view last had its `PONG` (ms, on that node's clock;
+    /// 0: never, or the node itself).
+    pub pong_recv_ms: u64,
 }
 
 /// Parses a `CLUSTER NODES` reply. `asked` is the address the reply came from: a node
@@ -76,6 +79,7 @@ pub(crate) fn parse_nodes(text: &str, asked: &str) -> Option<Vec<NodeLine>> {
             id: fields[0].to_string(),
             replica_of,
             failing: flags.contains(&"fail") || flags.contains(&"fail?"),
+            pong_recv_ms: fields[5].parse().unwrap_or(0),
         });
     }
     (!out.is_empty()).then_some(out)

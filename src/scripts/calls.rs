@@ -10,6 +10,7 @@ use super::{
     AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On,
     RawHolder, RawState, Released, Scripts,
 };
+use crate::cluster::lane::Unconfirmed;
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
@@ -129,12 +130,16 @@ impl Scripts {
         on: On<'_>,
         lease_ms: u64,
         owners: &[(&str, &[u64])],
-    ) -> Result<Vec<Vec<u64>>> {
+    ) -> Result<Renewed> {
         let each: Vec<String> = owners.iter().map(|(o, ids)| renew_arg(o, ids)).collect();
         let mut args = vec![Arg::Number(lease_ms)];
         args.extend(each.iter().map(|a| Arg::Text(a)));
         let ran = self.run(on, &self.renew, &args).await?;
-        parse_renew(on.target.key, ran.confirmed(on.target.key)?)
+        let (value, replaceable_after) = ran.vouched(on.target.key)?;
+        Ok(Renewed {
+            present: parse_renew(on.target.key, value)?,
+            replaceable_after,
+        })
     }
 
     /// Leaves the writer queue and gives back hold `hold` if it was handed over.
@@ -354,7 +359,8 @@ impl Scripts {
         counters: &Counters,
         items: &[RenewItem],
         confirm: Option<Confirm>,
-    ) -> Vec<Result<Vec<Vec<u64>>>> {
+        vouch: Option<crate::cluster::vouch::Vouch<'_>>,
+    ) -> Vec<Result<Renewed>> {
         let calls: Vec<Vec<Value>> = items
             .iter()
             .map(|item| {
@@ -368,8 +374,8 @@ impl Scripts {
                 fcall_args(&self.renew, &item.key, Vec::new(), args)
             })
             .collect();
-        let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm).await;
-        if let Some(u) = &unconfirmed {
+        let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm, vouch).await;
+        if let Some(u) = unconfirmed.as_ref().filter(|u| u.replaceable_after.is_none()) {
             crate::observe::not_replicated("(renewal)", u.wanted, u.acked, &u.silent);
         }
         // a call that failed (its connection lost, a redirect, a library missing) is its own error,
@@ -379,12 +385,21 @@ impl Scripts {
             .iter()
             .zip(replies)
             .map(|(item, reply)| match (reply, &unconfirmed) {
-                (Ok(_), Some(u)) => Err(Error::NotReplicated {
-                    wanted: u.wanted,
-                    acked: u.acked,
-                    silent: u.silent.clone(),
+                (Ok(v), Some(u)) => match u.replaceable_after {
+                    Some(at) => Ok(Renewed {
+                        present: parse_renew(&item.key, v)?,
+                        replaceable_after: Some(at),
+                    }),
+                    None => Err(Error::NotReplicated {
+                        wanted: u.wanted,
+                        acked: u.acked,
+                        silent: u.silent.clone(),
+                    }),
+                },
+                (Ok(v), None) => Ok(Renewed {
+                    present: parse_renew(&item.key, v)?,
+                    replaceable_after: None,
                 }),
-                (Ok(v), None) => parse_renew(&item.key, v),
                 (Err(e), _) => Err(e),
             })
             .collect()
@@ -392,9 +407,11 @@ impl Scripts {
 }
 
 /// An attempt's outcome from its reply: a grant counts only when its writes were
-/// confirmed ([`Error::NotReplicated`] otherwise: what the function did stays on the
-/// master, for the caller to undo); a refusal counts either way (a writer's place in the
-/// queue that a replica misses costs it only its place, after a failover).
+/// confirmed, or the other masters vouched for its master when they were not (the
+/// grant then carries until when: see `AttemptReply::Granted`); otherwise
+/// [`Error::NotReplicated`]: what the function did stays on the master, for the caller
+/// to undo. A refusal counts either way (a writer's place in the queue that a replica
+/// misses costs it only its place, after a failover).
 fn granted_only_if_confirmed(
     key: &str,
     ran: Ran,
@@ -403,9 +420,35 @@ fn granted_only_if_confirmed(
 ) -> Result<AttemptReply> {
     let outcome = attempt(script, &status(key, ran.value)?, other)?;
     match (outcome, ran.unconfirmed) {
+        (
+            AttemptReply::Granted {
+                fence,
+                others,
+                lease,
+                ..
+            },
+            Some(Unconfirmed {
+                replaceable_after: Some(at),
+                ..
+            }),
+        ) => Ok(AttemptReply::Granted {
+            fence,
+            others,
+            lease,
+            replaceable_after: Some(at),
+        }),
         (AttemptReply::Granted { .. }, Some(u)) => Err(not_replicated(key, u)),
         _ => Ok(outcome),
     }
+}
+
+/// What a renewal found: for each owner, the ids of its holds still there; and, when
+/// the replicas did not confirm it, what the other masters vouched for (see
+/// `AttemptReply::Granted`'s field of the same name).
+#[derive(Debug)]
+pub(crate) struct Renewed {
+    pub present: Vec<Vec<u64>>,
+    pub replaceable_after: Option<tokio::time::Instant>,
 }
 
 /// One lock's renewal in a batch: key, and each owner with the ids of its holds that

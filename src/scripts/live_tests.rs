@@ -97,6 +97,7 @@ impl TwoPaths {
             counters: &self.counters,
             target: Target { key, confirm: None },
             gather: None,
+            vouch: None,
         }
     }
 
@@ -310,6 +311,7 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
         asking: false,
         counters: &counters,
         gather: None,
+        vouch: None,
         target: Target {
             key: &key,
             confirm: None,
@@ -443,6 +445,7 @@ async fn a_renewal_pipeline_refused_by_a_demoted_node_is_not_taken_for_unconfirm
             &counters,
             &items,
             confirm,
+            None,
         )
         .await;
     assert_eq!(out.len(), 1);

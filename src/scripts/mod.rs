@@ -20,7 +20,7 @@ mod reply;
 mod transport;
 
 pub(crate) use crate::cluster::lane::{Confirm, Gather, Lane};
-pub(crate) use calls::RenewItem;
+pub(crate) use calls::{RenewItem, Renewed};
 pub use library::Setup;
 pub(crate) use library::{Library, CLAIM_WINDOW, LIBRARY, REVISION};
 pub(crate) use reply::{RawHolder, RawState};
@@ -52,6 +52,10 @@ pub(crate) enum AttemptReply {
         others: bool,
         /// How much lease the grant gave, and from when it counts.
         lease: Counted,
+        /// The replicas did not confirm the grant, and the other masters vouched that
+        /// none could replace the master before this (see `cluster::vouch`): the grant
+        /// is believed no longer, less the clock margin. `None`: confirmed.
+        replaceable_after: Option<tokio::time::Instant>,
     },
     Busy {
         wait_ms: u64,

@@ -69,6 +69,7 @@ pub(super) fn attempt(
 ) -> Result<AttemptReply> {
     match code(parts)? {
         1 => Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence: number(parts.get(1))?,
             others: others(parts.get(2))?,
             lease: counted(parts.get(3))?,
@@ -251,6 +252,7 @@ mod tests {
         assert_eq!(
             attempt("acquire", &granted, deadlock).unwrap(),
             AttemptReply::Granted {
+                replaceable_after: None,
                 fence: 77,
                 others: false,
                 lease: Counted::Whole,
@@ -266,6 +268,7 @@ mod tests {
         assert_eq!(
             attempt("acquire", &handed, deadlock).unwrap(),
             AttemptReply::Granted {
+                replaceable_after: None,
                 fence: 79,
                 others: true,
                 lease: Counted::Left(2500),
@@ -281,6 +284,7 @@ mod tests {
         assert_eq!(
             attempt("acquire", &taken, deadlock).unwrap(),
             AttemptReply::Granted {
+                replaceable_after: None,
                 fence: 80,
                 others: false,
                 lease: Counted::FromFirstAttempt,
@@ -316,6 +320,7 @@ mod tests {
             assert_eq!(
                 attempt("acquire", &granted, deadlock).unwrap(),
                 AttemptReply::Granted {
+                    replaceable_after: None,
                     fence: 78,
                     others,
                     lease: Counted::Whole

@@ -12,6 +12,7 @@ use fred::types::{ClusterHash, CustomCommand};
 use super::library::is_function_missing;
 use super::{Confirm, Gather, Lane, Scripts};
 use crate::cluster::lane::Unconfirmed;
+use crate::cluster::vouch::Vouch;
 use crate::error::{Error, Result};
 
 /// Counters of what the client sent, for benchmarks and diagnostics.
@@ -52,6 +53,9 @@ pub(crate) struct On<'a> {
     /// The batch being built that the call goes in (see [`Gather`]): through the lane
     /// even when it could go straight to the connection.
     pub gather: Option<&'a Gather>,
+    /// For a grant or a renewal: whom to ask when its `WAIT` falls short (a silent
+    /// replica) how soon the master could be replaced (see `cluster::vouch`).
+    pub vouch: Option<Vouch<'a>>,
 }
 
 /// What a function call brought back: its reply, and whether its writes were confirmed
@@ -64,11 +68,16 @@ pub(crate) struct Ran {
 }
 
 impl Ran {
-    /// The reply, when its writes were confirmed (or none was asked for); else
-    /// [`Error::NotReplicated`].
-    pub(super) fn confirmed(self, key: &str) -> Result<Value> {
+    /// The reply, when its writes were confirmed (or none was asked for), with what the
+    /// other masters vouched for when they were not (`Some`: see
+    /// `Unconfirmed::replaceable_after`); else [`Error::NotReplicated`].
+    pub(super) fn vouched(self, key: &str) -> Result<(Value, Option<tokio::time::Instant>)> {
         match self.unconfirmed {
-            None => Ok(self.value),
+            None => Ok((self.value, None)),
+            Some(Unconfirmed {
+                replaceable_after: Some(at),
+                ..
+            }) => Ok((self.value, Some(at))),
             Some(u) => Err(not_replicated(key, u)),
         }
     }
@@ -209,13 +218,14 @@ impl Scripts {
                         }
                         None => on.lane.send(on.asking, t.confirm, vec![sending]).await,
                     };
-                    let unconfirmed = batch.unconfirmed(t.confirm);
-                    match batch.replies.pop() {
-                        Some(reply) => (reply, unconfirmed),
-                        None => {
-                            return Err(Error::Protocol("a function call: missing reply".into()))
-                        }
+                    let mut unconfirmed = batch.unconfirmed(t.confirm);
+                    let Some(reply) = batch.replies.pop() else {
+                        return Err(Error::Protocol("a function call: missing reply".into()));
+                    };
+                    if let (Some(u), Some(vouch), Ok(_)) = (&mut unconfirmed, on.vouch, &reply) {
+                        u.replaceable_after = vouch.ask().await;
                     }
+                    (reply, unconfirmed)
                 };
                 match reply {
                     Err(e) if first && is_function_missing(&e) => {
@@ -240,18 +250,24 @@ impl Scripts {
     /// trip), confirmed by one `WAIT` when `confirm` asks for it: each call's reply, or
     /// its own error (a call that failed on its own, its connection lost, a redirect,
     /// the library missing, is the caller's to send again alone), and the replicas wanted and
-    /// acknowledged when the batch was not confirmed.
+    /// acknowledged when the batch was not confirmed (with what `vouch` said, when given).
     pub(super) async fn run_many(
         &self,
         lane: &Lane,
         counters: &Counters,
         calls: Vec<Vec<Value>>,
         confirm: Option<Confirm>,
+        vouch: Option<Vouch<'_>>,
     ) -> (Vec<Result<Value>>, Option<Unconfirmed>) {
         let count = calls.len();
         counters.round_trips.fetch_add(1, Ordering::Relaxed);
         let batch = lane.send(false, confirm, calls).await;
-        let unconfirmed = batch.unconfirmed(confirm);
+        let mut unconfirmed = batch.unconfirmed(confirm);
+        if let (Some(u), Some(vouch)) = (&mut unconfirmed, vouch) {
+            if batch.replies.iter().any(|r| r.is_ok()) {
+                u.replaceable_after = vouch.ask().await;
+            }
+        }
         let mut replies: Vec<Result<Value>> = batch
             .replies
             .into_iter()

@@ -136,6 +136,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
     let slow_grant = (
         Duration::from_millis(1),
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence: 5,
             others: false,
             lease: Counted::Whole,

@@ -108,6 +108,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     let slow = (
         Duration::from_millis(50),
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence: 2,
             others: false,
             lease: Counted::Whole,
@@ -126,6 +127,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
     let slower = (
         FIRST_ATTEMPT * 2,
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence: 3,
             others: false,
             lease: Counted::Whole,

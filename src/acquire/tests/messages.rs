@@ -58,6 +58,7 @@ fn taken(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence,
             others: false,
             lease: Counted::FromFirstAttempt,
@@ -176,6 +177,7 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
         (
             Duration::ZERO,
             Ok(AttemptReply::Granted {
+                replaceable_after: None,
                 fence: 9,
                 others: false,
                 lease: Counted::Left(2_500),

@@ -174,6 +174,7 @@ fn granted(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence,
             others: false,
             lease: Counted::Whole,
@@ -186,6 +187,7 @@ fn granted_shared(fence: u64) -> (Duration, Result<AttemptReply>) {
     (
         Duration::ZERO,
         Ok(AttemptReply::Granted {
+            replaceable_after: None,
             fence,
             others: true,
             lease: Counted::Whole,

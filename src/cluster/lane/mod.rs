@@ -91,6 +91,9 @@ pub(crate) struct Unconfirmed {
     pub wanted: u32,
     pub acked: u32,
     pub silent: Vec<ReplicaStatus>,
+    /// What the other masters vouched for, when asked (see `cluster::vouch`): no
+    /// replica of the master can be promoted before this.
+    pub replaceable_after: Option<tokio::time::Instant>,
 }
 
 impl Batch {
@@ -114,6 +117,7 @@ impl Batch {
             wanted: needed,
             acked,
             silent: replica::silent(self.listed.clone(), needed - acked, acked == 0),
+            replaceable_after: None,
         })
     }
 }
