@@ -295,7 +295,11 @@ mod tests {
             Some(Duration::from_millis(2000 - 100 + 500))
         );
         // masters this client did not ask (a view lists more than its map): flagging
-        assert_eq!(replaceable_in(&[word(2000, 0), word(2000, 0)], 5), None);
+        assert_eq!(
+            replaceable_in(&[word(2000, 0), word(2000, 0)], 5),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(replaceable_in(&[word(2000, 0), word(2000, 0)], 7), None);
         // no other master (a cluster of one): nobody could vote, but nobody vouches
         assert_eq!(replaceable_in(&[], 1), None);
     }
