@@ -249,6 +249,7 @@
 //! | `cluster_rwlock_renewals_total` | counter | - (locks renewed) |
 //! | `cluster_rwlock_library_reloads_total` | counter | - |
 //! | `cluster_rwlock_not_replicated_total` | counter | - (grants undone and renewals not counted: too few replicas acknowledged in time) |
+//! | `cluster_rwlock_vouches_total` | counter | `vouched` (`yes`, `no`): the other masters asked, after a `WAIT` fell short, how soon the master could be replaced (see "A silent replica") |
 //! | `cluster_rwlock_confirmed_alone_total` | counter | - (writes that counted without WAIT: the slot's master has no replica that could be promoted) |
 //! | `cluster_rwlock_forced_releases_total` | counter | - (locks broken by [`LockClient::force_release`]) |
 //! | `cluster_rwlock_acquire_wait_seconds` | histogram | `mode` |

@@ -111,7 +111,7 @@ impl Shared {
         op: CallKind,
         deadline: Option<Instant>,
     ) -> On<'a> {
-        let confirm = if op.confirmed() {
+        let mut confirm = if op.confirmed() {
             self.confirm_with(link.replicas, deadline)
         } else {
             None
@@ -122,6 +122,9 @@ impl Shared {
             router: &self.cluster.router,
             master: &link.node.addr,
         });
+        if let Some(v) = vouch {
+            v.shorten(&mut confirm);
+        }
         On {
             client: &link.client,
             lane: &link.lane,
@@ -180,11 +183,20 @@ impl Shared {
             return None;
         }
         let router = &self.cluster.router;
-        let replicas = router
-            .node_for(slot)
+        let node = router.node_for(slot);
+        let replicas = node
+            .as_ref()
             .and_then(|n| n.attached_replicas())
             .unwrap_or_else(|| router.routes().map.replicas_for(slot));
-        self.confirm_with(replicas, deadline)
+        let mut confirm = self.confirm_with(replicas, deadline);
+        if let Some(node) = node.filter(|_| op.vouched()) {
+            Vouch {
+                router,
+                master: &node.addr,
+            }
+            .shorten(&mut confirm);
+        }
+        confirm
     }
 
     /// How a write to a master that has `replicas` replicas that could be promoted (as

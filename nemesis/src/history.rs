@@ -224,6 +224,12 @@ pub enum Event {
         held: u64,
         /// Release channels still subscribed.
         subscriptions: u64,
+        /// Times the client asked the other masters to vouch for a master whose `WAIT`
+        /// fell short (a silent replica), and the times they did.
+        #[serde(default)]
+        vouches_asked: u64,
+        #[serde(default)]
+        vouched: u64,
     },
     /// After the run: how long a fresh client took to get each name for write.
     Probe {

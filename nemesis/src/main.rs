@@ -458,6 +458,17 @@ async fn run_inner(args: &RunArgs) -> Result<checker::Verdict, String> {
         }
     );
     print!("{}", report::table(&verdict, &title));
+    // how often grants and renewals went on without a silent replica, on the other
+    // masters' word (from the workers that lived to the end)
+    let (asked, vouched) = events.iter().fold((0, 0), |(a, v), e| match e {
+        history::Event::ClientEnd {
+            vouches_asked,
+            vouched,
+            ..
+        } => (a + vouches_asked, v + vouched),
+        _ => (a, v),
+    });
+    println!("vouches (workers that ran to the end): {asked} asked, {vouched} vouched");
     let json = serde_json::json!({ "run": title, "verdict": verdict, "failures": failures });
     std::fs::write(out.join("verdict.json"), format!("{json}\n")).map_err(|e| e.to_string())?;
     println!("history and verdict: {}", out.display());

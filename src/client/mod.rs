@@ -79,6 +79,13 @@ pub struct ClientStats {
     pub held: u64,
     /// Release channels currently subscribed.
     pub subscriptions: u64,
+    /// Times the other masters were asked how soon a master could be replaced, after a
+    /// `WAIT` there fell short (a silent replica: see the crate docs, "A silent
+    /// replica").
+    pub vouches_asked: u64,
+    /// Of those, the times they vouched for the master (its grants and renewals were
+    /// then believed for a bounded time without the silent replica).
+    pub vouched: u64,
 }
 
 /// What [`LockClient::force_release`] did.
@@ -440,6 +447,8 @@ impl LockClient {
             confirmations: self.inner.cluster.router.connector().waits(),
             held: self.inner.book.held() as u64,
             subscriptions: self.inner.notifier().map_or(0, |n| n.channel_count()) as u64,
+            vouches_asked: self.inner.cluster.router.vouches.counts().0,
+            vouched: self.inner.cluster.router.vouches.counts().1,
         }
     }
 

@@ -111,7 +111,7 @@ pub(crate) struct Router {
     timeout: Duration,
     closed: std::sync::atomic::AtomicBool,
     /// What the other masters last vouched for, per master (see `vouch`).
-    pub(super) vouches: super::vouch::Vouches,
+    pub(crate) vouches: super::vouch::Vouches,
 }
 
 impl Router {

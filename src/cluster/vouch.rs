@@ -45,19 +45,42 @@ const ASK_BOUND: Duration = Duration::from_millis(300);
 /// each of many grants in a row would cost each a round trip to every master.
 const REUSE_FOR: Duration = Duration::from_millis(50);
 
-/// The last vouch asked for each master: when asked, and what it said.
+/// The last vouch asked for each master: when asked, and what it said; and how many were
+/// asked, and vouched, for the client's stats.
 #[derive(Default)]
-pub(crate) struct Vouches(std::sync::Mutex<std::collections::HashMap<String, (Instant, Option<Instant>)>>);
+pub(crate) struct Vouches {
+    last: std::sync::Mutex<std::collections::HashMap<String, (Instant, Option<Instant>)>>,
+    asked: std::sync::atomic::AtomicU64,
+    vouched: std::sync::atomic::AtomicU64,
+}
 
 impl Vouches {
+    /// The other masters asked, and those times they vouched for the master.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.asked.load(Relaxed), self.vouched.load(Relaxed))
+    }
+
     fn recent(&self, master: &str, now: Instant) -> Option<Option<Instant>> {
-        let map = crate::mutex::lock(&self.0);
+        let map = crate::mutex::lock(&self.last);
         let (asked, said) = map.get(master)?;
         (now.saturating_duration_since(*asked) < REUSE_FOR).then_some(*said)
     }
 
+    /// Whether the last word on `master` vouched for it until after `now`.
+    fn in_force(&self, master: &str, now: Instant) -> bool {
+        let map = crate::mutex::lock(&self.last);
+        map.get(master)
+            .is_some_and(|(_, said)| said.is_some_and(|at| at > now))
+    }
+
     fn record(&self, master: &str, asked: Instant, said: Option<Instant>) {
-        let mut map = crate::mutex::lock(&self.0);
+        use std::sync::atomic::Ordering::Relaxed;
+        self.asked.fetch_add(1, Relaxed);
+        if said.is_some() {
+            self.vouched.fetch_add(1, Relaxed);
+        }
+        let mut map = crate::mutex::lock(&self.last);
         // (one entry per master the client ever vouched for: a handful)
         map.insert(master.to_string(), (asked, said));
     }
@@ -105,7 +128,8 @@ pub(crate) fn replaceable_in(words: &[Option<Word>], masters: usize) -> Option<D
 
 /// The word of the master that sent `nodes` (its `CLUSTER NODES` reply, from `asked`)
 /// about the master at `master`, with its `TIME` in ms and its node timeout in ms.
-pub(crate) fn word_of(
+#[cfg(test)]
+fn word_of(
     nodes: &str,
     asked: &str,
     master: &str,
@@ -177,7 +201,24 @@ impl Vouch<'_> {
     pub async fn ask(self) -> Option<Instant> {
         self.router.replaceable_after(self.master).await
     }
+
+    /// While the other masters' word for the master is in force (its replica is
+    /// silent, and they vouched for the master), a `WAIT` blocks at most
+    /// [`SILENT_WAIT`]: one that would block its whole timeout only delays the vouch it
+    /// falls back on, and a replica that is back acknowledges within it.
+    pub fn shorten(self, confirm: &mut Option<crate::cluster::lane::Confirm>) {
+        if let Some(c) = confirm.as_mut() {
+            if self.router.vouches.in_force(self.master, Instant::now()) {
+                let silent = u64::try_from(SILENT_WAIT.as_millis()).unwrap_or(u64::MAX);
+                c.timeout_ms = c.timeout_ms.min(silent);
+            }
+        }
+    }
 }
+
+/// How long a `WAIT` blocks, at most, on a master whose replica is silent and whom the
+/// other masters vouched for (see [`Vouch::shorten`]).
+pub(crate) const SILENT_WAIT: Duration = Duration::from_millis(50);
 
 impl Router {
     /// The earliest moment a replica of the master at `master` could be promoted, in

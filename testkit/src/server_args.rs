@@ -8,6 +8,7 @@ use super::secure::SecureConf;
 /// sees the configuration directory).
 pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&SecureConf, &str)>) -> Vec<String> {
     let cluster_conf = format!("nodes-{port}.conf");
+    let node_timeout = node_timeout_ms().to_string();
     let mut args: Vec<String> = [
         "--port",
         &port.to_string(),
@@ -22,7 +23,7 @@ pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&SecureConf, &str)>)
         "--cluster-require-full-coverage",
         "no",
         "--cluster-node-timeout",
-        "2000",
+        &node_timeout,
         "--cluster-replica-validity-factor",
         "0",
         "--cluster-announce-ip",
@@ -49,4 +50,14 @@ pub(super) fn node_args(port: u16, dir: &str, conf: Option<(&SecureConf, &str)>)
         args.extend(conf.args(port, inside));
     }
     args
+}
+
+/// The nodes' `cluster-node-timeout` (ms): 2000, or `CLUSTER_NODE_TIMEOUT_MS` when set to
+/// a number (a longer one leaves a grant made without a silent replica a longer belief:
+/// the nemesis runs with 5000 for that).
+pub(super) fn node_timeout_ms() -> u64 {
+    std::env::var("CLUSTER_NODE_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
 }

@@ -45,6 +45,7 @@ pub(super) fn after_run(events: &[Event], v: &mut Verdict) {
                 proc,
                 held,
                 subscriptions,
+                ..
             } if *held > 0 || *subscriptions > 0 => {
                 v.leftover.add(|| {
                     format!("p{proc}: {held} hold(s) still renewed and {subscriptions} channel(s) subscribed after its tasks ended")

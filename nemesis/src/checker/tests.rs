@@ -133,6 +133,8 @@ fn slow_calls_probes_and_leftovers_are_reported() {
             proc: 1,
             held: 0,
             subscriptions: 1,
+            vouches_asked: 0,
+            vouched: 0,
         },
         Event::Leftover {
             key: "p:{n}".into(),

@@ -105,6 +105,8 @@ pub async fn run(spec: WorkerSpec) -> Result<(), String> {
         proc: ctx.spec.proc,
         held: stats.held,
         subscriptions: stats.subscriptions,
+        vouches_asked: stats.vouches_asked,
+        vouched: stats.vouched,
     });
     client.close().await;
     let flushed = ctx
