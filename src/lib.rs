@@ -103,7 +103,19 @@
 //!   promoted) ([`Durability`]). A grant they do not confirm in time is undone
 //!   ([`Error::NotReplicated`]; calls with a timeout try again until it runs out); a
 //!   renewal they do not confirm does not extend the holder's lease. A failover then keeps
-//!   every hold its holder believes in. [`Durability::MasterOnly`] is the faster, weaker
+//!   every hold its holder believes in.
+//! - **A silent replica.** When they do not confirm because a replica is silent (frozen,
+//!   cut off, in a full sync), the client asks the other masters when they last heard
+//!   from the master: none of its replicas can be promoted before a majority of masters
+//!   has gone its node timeout without the master's `PONG`, and an election waits 500 ms
+//!   more. The grant or renewal is then believed until that moment less the clock
+//!   margin (at least 100 ms, else it is undone as above), and renewed halfway there;
+//!   while that word is in force, a `WAIT` on that master blocks at most 50 ms. With
+//!   Redis's default node timeout (15 s) and the default lease, a hold is believed about
+//!   7 s at a time this way; a node timeout below about twice the margin leaves no room,
+//!   and the silent replica stops grants on its master until it is back
+//!   (`docs/PROTOCOL.md`, "A silent replica"; [`ClientStats::vouched`](operator::ClientStats)
+//!   counts the times). [`Durability::MasterOnly`] is the faster, weaker
 //!   mode, chosen by name.
 //! - **Leases.** Every hold has a lease (default 30 s) measured by the server's clock and
 //!   renewed every lease/3 while the guard lives, by one task per client in one pipeline.
@@ -196,9 +208,14 @@
 //!   `cluster-replica-validity-factor 0`, or by `TAKEOVER`). From the moment such a
 //!   replica attaches, grants wait for it.
 //!   The other side of the trade: a replica frozen with its link up is waited for, so
-//!   grants on its master are refused ([`Error::NotReplicated`]) until it thaws or its
-//!   master drops its link after `repl-timeout` (60 s by default: lower it to bound
-//!   this); a dead replica stops grants for one `WAIT` at most.
+//!   grants on its master are refused ([`Error::NotReplicated`]) until it thaws, its
+//!   master drops its link after `repl-timeout` (60 s by default), or the other masters
+//!   vouch for its master (above); a dead replica stops grants for one `WAIT` at most.
+//!   What they vouch for assumes the cluster's own failure detection: a failover an
+//!   operator forces (`CLUSTER FAILOVER FORCE`, `TAKEOVER`) can promote the silent
+//!   replica at once, without what was granted on the master's word. A master's clock
+//!   that steps forward by more than the clock margin flags its peer failing that much
+//!   sooner.
 //! - **Slot moves.** A lock's hash moved by `MIGRATE` reaches the target's replicas
 //!   asynchronously; the client renews every hold at once when it sees a slot change
 //!   owner, with a `WAIT` on the target. Until that renewal is confirmed (one round
