@@ -108,6 +108,9 @@ class _GuardBase:
         return f"{type(self).__name__}({self._lock.name!r}, {self.mode}, fence={self.fence}, {state})"
 
 
+_MAKING_LOST = threading.Lock()
+
+
 class Guard(_GuardBase):
     """A hold (see :class:`RwLock`): renewed while held, released by :meth:`release` or
     at the end of its ``with`` block. ``lost`` is a ``threading.Event`` set when the hold
@@ -116,8 +119,25 @@ class Guard(_GuardBase):
 
     def __init__(self, native: _native.NativeGuard, lock: Any) -> None:
         super().__init__(native, lock)
-        self.lost = threading.Event()
-        native.on_lost(_setter(self.lost))
+        self._lost: Optional[threading.Event] = None
+
+    @property
+    def lost(self) -> threading.Event:
+        """A ``threading.Event`` set when the hold may have been lost (never by a
+        release). Made, and watched, when first asked for: a guard whose ``lost`` is
+        never read costs no watcher (``is_lost`` reads the same state)."""
+        event = self._lost
+        if event is None:
+            with _MAKING_LOST:
+                event = self._lost
+                if event is None:
+                    event = threading.Event()
+                    self._native.on_lost(event.set)
+                    # a hold lost already is told now, not when the watcher runs
+                    if self._native.is_held() and self._native.is_lost():
+                        event.set()
+                    self._lost = event
+        return event
 
     def release(self) -> None:
         """Releases the hold now (a second call does nothing). Raises :class:`LockLost`

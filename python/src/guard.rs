@@ -58,13 +58,18 @@ pub(crate) struct NativeGuard {
     watchers: Watchers,
 }
 
-/// The tasks that wait to tell Python of a loss, stopped when the hold ends well.
-type Watchers = Arc<Mutex<Vec<tokio::task::AbortHandle>>>;
+/// The tasks that wait to tell Python of a loss, stopped when the hold ends well; `None`
+/// once stopped for good (released, upgraded or downgraded, collected): a watcher asked
+/// for after that is not started.
+type Watchers = Arc<Mutex<Option<Vec<tokio::task::AbortHandle>>>>;
 
-/// Stops every watcher of `w`.
+/// Stops every watcher of `w`, and any asked for later.
 fn stop(w: &Watchers) {
-    let handles = std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner()));
-    handles.iter().for_each(tokio::task::AbortHandle::abort);
+    let handles = w.lock().unwrap_or_else(|e| e.into_inner()).take();
+    handles
+        .iter()
+        .flatten()
+        .for_each(tokio::task::AbortHandle::abort);
 }
 
 impl Drop for NativeGuard {
@@ -85,7 +90,7 @@ impl NativeGuard {
             marked: Arc::new(tokio::sync::watch::channel(false).0),
             lock,
             held: Arc::new(tokio::sync::RwLock::new(Some(guard))),
-            watchers: Watchers::default(),
+            watchers: Arc::new(Mutex::new(Some(Vec::new()))),
         }
     }
 
@@ -384,10 +389,16 @@ impl NativeGuard {
     }
 
     /// Calls `callback()` (from another thread) once, when the hold is lost; never after
-    /// a release.
+    /// a release (nor at all when asked for after it).
     fn on_lost(&self, callback: Py<PyAny>) {
         let signal = self.lost.clone();
         let mut marked = self.marked.subscribe();
+        // (started and listed under the lock, so that a release cannot come in between
+        // and leave it running)
+        let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(list) = watchers.as_mut() else {
+            return;
+        };
         let task = runtime().spawn(async move {
             tokio::select! {
                 _ = signal.lost() => {}
@@ -399,10 +410,7 @@ impl NativeGuard {
                 }
             });
         });
-        self.watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(task.abort_handle());
+        list.push(task.abort_handle());
     }
 
     /// Releases the hold, blocking; a second release does nothing. Raises `LockLost` when
