@@ -108,11 +108,12 @@
 //!   cut off, in a full sync), the client asks the other masters when they last heard
 //!   from the master: none of its replicas can be promoted before a majority of masters
 //!   has gone its node timeout without the master's `PONG`, and an election waits 500 ms
-//!   more. The grant or renewal is then believed until that moment less the clock
+//!   more (less the 500 ms a `PONG` time learnt by gossip may be ahead). The grant or
+//!   renewal is then believed until that moment less the clock
 //!   margin (at least 100 ms, else it is undone as above), and renewed halfway there;
 //!   while that word is in force, a `WAIT` on that master blocks at most 50 ms. With
 //!   Redis's default node timeout (15 s) and the default lease, a hold is believed about
-//!   7 s at a time this way; a node timeout below about twice the margin leaves no room,
+//!   6 s at a time this way; a node timeout below about twice the margin leaves no room,
 //!   and the silent replica stops grants on its master until it is back
 //!   (`docs/PROTOCOL.md`, "A silent replica"; [`ClientStats::vouched`](operator::ClientStats)
 //!   counts the times). [`Durability::MasterOnly`] is the faster, weaker

@@ -12,9 +12,11 @@
 //! replica's rank). So each other master `X` answers, in one pipeline, `CLUSTER NODES`
 //! (when it last had the master's `PONG`, on its clock), `TIME` (its clock now) and
 //! its `cluster-node-timeout`: it cannot flag the master before
-//! `asked + timeout(X) - silence(X)`, `asked` being when the question was sent
-//! (the silence is measured on X's clock alone, so no clocks are compared). The
-//! promotion comes no earlier than the quorum-th of those times, plus 500 ms.
+//! `asked + timeout(X) - silence(X)`, `asked` being when the question was sent, and the
+//! silence `TIME - pong-recv + 500 ms` (a `PONG` time learnt by gossip may be up to
+//! 500 ms ahead of X's clock; otherwise the silence is measured on X's clock alone, so
+//! no clocks are compared). The promotion comes no earlier than the quorum-th of those
+//! times, plus 500 ms.
 //!
 //! A master that does not answer in time, that does not list the master, or that lists
 //! it as failing, a replica, or without a `PONG` yet, counts as having flagged it
@@ -160,9 +162,17 @@ fn word_in(
     }
     Some(Word {
         node_timeout_ms,
-        silent_ms: time_ms.saturating_sub(line.pong_recv_ms),
+        // (a PONG time learnt by gossip may be up to GOSSIP_AHEAD ahead of this clock)
+        silent_ms: (time_ms + GOSSIP_AHEAD_MS).saturating_sub(line.pong_recv_ms),
     })
 }
+
+/// How far ahead of a master's clock its `pong-recv` of another may be: with no ping
+/// pending, a master takes the newer `PONG` time a third node's gossip reports, from
+/// that node's clock, when it is at most 500 ms ahead of its own
+/// (`clusterProcessGossipSection`, Redis and Valkey), and a ping it sends later counts
+/// from then: so its flag comes no sooner than `pong-recv - 500 ms + node timeout`.
+const GOSSIP_AHEAD_MS: u64 = 500;
 
 /// `TIME`'s reply (seconds and microseconds) in ms.
 fn time_ms(reply: &Value) -> Option<u64> {
@@ -369,7 +379,8 @@ e7d1 10.0.0.4:7003@17003 slave 67ed 0 1700000000600 2 connected
             w,
             Some(Word {
                 node_timeout_ms: 2000,
-                silent_ms: 500
+                // 500 ms since its PONG, and the 500 ms a gossiped PONG may be ahead
+                silent_ms: 1000
             })
         );
         // flagged failing, a replica, unknown, or itself (no PONG): no word
@@ -380,8 +391,11 @@ e7d1 10.0.0.4:7003@17003 slave 67ed 0 1700000000600 2 connected
                 "{m}"
             );
         }
-        // a PONG stamped after the TIME read (clock read first): no silence, not negative
-        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_700_000_000_000, 2000);
+        // a PONG time ahead of this clock (gossiped from a clock ahead): at most 500 ms
+        // ahead counts; beyond, no silence, not negative
+        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_700_000_000_100, 2000);
+        assert_eq!(w.map(|w| w.silent_ms), Some(100));
+        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_699_999_999_000, 2000);
         assert_eq!(w.map(|w| w.silent_ms), Some(0));
     }
 

@@ -350,10 +350,10 @@ impl LockConfig {
     /// replica did not confirm and the other masters vouched for (see the crate docs, "A
     /// silent replica"): such a hold is believed until the replica could first be
     /// promoted less the margin, which needs a margin below the cluster's node timeout
-    /// + 0.5 s less the time since the masters last heard each other (at most about half
-    /// the node timeout). With Redis's default node timeout (15 s) the default margin of
-    /// a 30 s lease (7.5 s) leaves about 7 s; on a cluster with a 2 s node timeout, a
-    /// margin of 0.5-1 s.
+    /// less the time since the masters last heard each other (at most about half the
+    /// node timeout). With Redis's default node timeout (15 s) the default margin of a
+    /// 30 s lease (7.5 s) leaves about 6 s; on a cluster with a 2 s node timeout, a
+    /// margin of 0.5 s leaves about 1 s.
     ///
     /// ```
     /// use std::time::Duration;
