@@ -80,8 +80,44 @@ async fn a_grant_the_replica_did_not_get_is_undone_by_default() {
     assert_no_keys(&cluster, &p).await;
 }
 
+/// A renewal the replica did not get counts only on the other masters' word (the crate
+/// docs, "A silent replica"): with the master's replication cut, they vouch that its
+/// replica cannot be promoted before they have gone their node timeout without the
+/// master, and the hold is renewed on that word for as long as the cut lasts, each time
+/// believed no further than that moment less the margin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewal_the_replica_did_not_get_does_not_count() {
+async fn a_renewal_the_replica_did_not_get_counts_on_the_other_masters_word() {
+    let cluster = TestCluster::start().await.expect("cluster");
+    let p = prefix("renewvouched");
+    let lease = Duration::from_secs(3);
+    let margin = Duration::from_millis(500);
+    let client = connect(&cluster, &p, |c| c.lease(lease).clock_margin(margin)).await;
+    let lock = client.rwlock("held").unwrap();
+    let master = cluster.master_for_slot(lock.slot()).await.unwrap();
+    let g = lock.write().await.unwrap();
+    cluster
+        .cut_replication(master.index)
+        .await
+        .expect("cut_replication (needs iptables and root)");
+    // twice the belief a confirmed renewal gives: only vouched renewals keep it
+    tokio::time::sleep(2 * (lease - margin)).await;
+    let kept = !g.is_lost();
+    let stats = client.stats();
+    eprintln!(
+        "renewvouched: kept {kept}, vouches asked {}, vouched {}",
+        stats.vouches_asked, stats.vouched
+    );
+    cluster.restore_replication(master.index).await.unwrap();
+    assert!(kept, "the hold was lost while the other masters heard its master");
+    assert!(stats.vouched > 0, "{stats:?}");
+    g.release().await.unwrap();
+}
+
+/// With the master's replication cut AND the other masters silent (frozen), nothing
+/// vouches for it: a renewal the replica did not get does not count, and the holder is
+/// told at the end of its last confirmed belief, `sent + lease - margin`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_the_replica_did_not_get_does_not_count_when_nobody_vouches() {
     let cluster = TestCluster::start().await.expect("cluster");
     let p = prefix("renewcut");
     let lease = Duration::from_secs(3);
@@ -95,10 +131,19 @@ async fn a_renewal_the_replica_did_not_get_does_not_count() {
         .cut_replication(master.index)
         .await
         .expect("cut_replication (needs iptables and root)");
-    // the master renews the hold; its replica, which could be promoted, never hears of it
+    // nodes 0-2 are the masters of a new test bed
+    let others: Vec<usize> = (0..3).filter(|i| *i != master.index).collect();
+    for i in &others {
+        cluster.pause(*i).await.unwrap();
+    }
+    // the master renews the hold; its replica, which could be promoted, never hears of
+    // it, and no other master answers for it
     let told = tokio::time::timeout(lease * 2, g.lost()).await;
     let at = sent.elapsed();
     eprintln!("renewcut: told lost {at:?} after the grant was sent");
+    for i in &others {
+        cluster.unpause(*i).await.unwrap();
+    }
     assert!(told.is_ok(), "the holder is told");
     assert!(at <= lease - margin + Duration::from_millis(150), "{at:?}");
     // the master still has it, renewed: only the replica's copy ran out
