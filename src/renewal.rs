@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cluster::node::Node;
-use crate::error::Result;
 use crate::cluster::vouch::Vouch;
+use crate::error::Result;
 use crate::scripts::{RenewItem, Renewed};
 use crate::shared::{CallKind, Shared};
 

@@ -76,7 +76,10 @@ impl CallKind {
     /// holder believes for a bounded time. Not a guarded or fenced write: what it wrote
     /// is lost for good if the replica is promoted, however late.
     pub fn vouched(self) -> bool {
-        matches!(self, CallKind::Acquire | CallKind::Upgrade | CallKind::Renew)
+        matches!(
+            self,
+            CallKind::Acquire | CallKind::Upgrade | CallKind::Renew
+        )
     }
 }
 

@@ -108,7 +108,10 @@ async fn a_renewal_the_replica_did_not_get_counts_on_the_other_masters_word() {
         stats.vouches_asked, stats.vouched
     );
     cluster.restore_replication(master.index).await.unwrap();
-    assert!(kept, "the hold was lost while the other masters heard its master");
+    assert!(
+        kept,
+        "the hold was lost while the other masters heard its master"
+    );
     assert!(stats.vouched > 0, "{stats:?}");
     g.release().await.unwrap();
 }

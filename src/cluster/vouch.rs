@@ -138,13 +138,20 @@ fn word_of(
     time_ms: u64,
     node_timeout_ms: u64,
 ) -> Option<Word> {
-    word_in(&topology::parse_nodes(nodes, asked)?, master, time_ms, node_timeout_ms)
+    word_in(
+        &topology::parse_nodes(nodes, asked)?,
+        master,
+        time_ms,
+        node_timeout_ms,
+    )
 }
 
 /// The masters that serve slots in a view: the cluster's size, whose majority fails a
 /// master.
 fn size_of(view: &[topology::NodeLine]) -> usize {
-    view.iter().filter(|l| l.master && !l.slots.is_empty()).count()
+    view.iter()
+        .filter(|l| l.master && !l.slots.is_empty())
+        .count()
 }
 
 /// [`word_of`], from the view read.
@@ -154,9 +161,7 @@ fn word_in(
     time_ms: u64,
     node_timeout_ms: u64,
 ) -> Option<Word> {
-    let line = view
-        .iter()
-        .find(|l| l.addr.as_deref() == Some(master))?;
+    let line = view.iter().find(|l| l.addr.as_deref() == Some(master))?;
     if !line.master || line.failing || line.slots.is_empty() || line.pong_recv_ms == 0 {
         return None;
     }
@@ -283,17 +288,15 @@ impl Router {
         let _: std::result::Result<(), _> = pipeline
             .custom(command("CLUSTER"), vec![Value::from("NODES")])
             .await;
-        let _: std::result::Result<(), _> = pipeline
-            .custom(command("TIME"), Vec::<Value>::new())
-            .await;
+        let _: std::result::Result<(), _> =
+            pipeline.custom(command("TIME"), Vec::<Value>::new()).await;
         let _: std::result::Result<(), _> = pipeline
             .custom(
                 command("CONFIG"),
                 vec![Value::from("GET"), Value::from("cluster-node-timeout")],
             )
             .await;
-        let replies: Vec<std::result::Result<Value, fred::error::Error>> =
-            pipeline.try_all().await;
+        let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
         let [Ok(nodes), Ok(time), Ok(timeout)] = &replies[..] else {
             return None;
         };
@@ -357,7 +360,10 @@ mod tests {
 
     #[test]
     fn a_silence_past_the_timeout_and_the_election_vouches_for_nothing() {
-        assert_eq!(replaceable_in(&[word(2000, 2500), word(2000, 2600)], 3), None);
+        assert_eq!(
+            replaceable_in(&[word(2000, 2500), word(2000, 2600)], 3),
+            None
+        );
         assert_eq!(
             replaceable_in(&[word(2000, 2499), word(2000, 4000)], 3),
             Some(Duration::from_millis(1))
@@ -374,7 +380,13 @@ e7d1 10.0.0.4:7003@17003 slave 67ed 0 1700000000600 2 connected
 
     #[test]
     fn a_word_is_read_from_the_pong_of_a_healthy_master() {
-        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_700_000_001_000, 2000);
+        let w = word_of(
+            NODES,
+            "10.0.0.1:7000",
+            "10.0.0.2:7001",
+            1_700_000_001_000,
+            2000,
+        );
         assert_eq!(
             w,
             Some(Word {
@@ -384,7 +396,12 @@ e7d1 10.0.0.4:7003@17003 slave 67ed 0 1700000000600 2 connected
             })
         );
         // flagged failing, a replica, unknown, or itself (no PONG): no word
-        for m in ["10.0.0.3:7002", "10.0.0.4:7003", "10.0.0.9:7000", "10.0.0.1:7000"] {
+        for m in [
+            "10.0.0.3:7002",
+            "10.0.0.4:7003",
+            "10.0.0.9:7000",
+            "10.0.0.1:7000",
+        ] {
             assert_eq!(
                 word_of(NODES, "10.0.0.1:7000", m, 1_700_000_001_000, 2000),
                 None,
@@ -393,9 +410,21 @@ e7d1 10.0.0.4:7003@17003 slave 67ed 0 1700000000600 2 connected
         }
         // a PONG time ahead of this clock (gossiped from a clock ahead): at most 500 ms
         // ahead counts; beyond, no silence, not negative
-        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_700_000_000_100, 2000);
+        let w = word_of(
+            NODES,
+            "10.0.0.1:7000",
+            "10.0.0.2:7001",
+            1_700_000_000_100,
+            2000,
+        );
         assert_eq!(w.map(|w| w.silent_ms), Some(100));
-        let w = word_of(NODES, "10.0.0.1:7000", "10.0.0.2:7001", 1_699_999_999_000, 2000);
+        let w = word_of(
+            NODES,
+            "10.0.0.1:7000",
+            "10.0.0.2:7001",
+            1_699_999_999_000,
+            2000,
+        );
         assert_eq!(w.map(|w| w.silent_ms), Some(0));
     }
 

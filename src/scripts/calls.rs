@@ -375,7 +375,10 @@ impl Scripts {
             })
             .collect();
         let (replies, unconfirmed) = self.run_many(lane, counters, calls, confirm, vouch).await;
-        if let Some(u) = unconfirmed.as_ref().filter(|u| u.replaceable_after.is_none()) {
+        if let Some(u) = unconfirmed
+            .as_ref()
+            .filter(|u| u.replaceable_after.is_none())
+        {
             crate::observe::not_replicated("(renewal)", u.wanted, u.acked, &u.silent);
         }
         // a call that failed (its connection lost, a redirect, a library missing) is its own error,
