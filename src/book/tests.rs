@@ -235,3 +235,27 @@ async fn the_timer_marks_a_hold_lost_at_sent_plus_lease_minus_margin() {
     again.lost().await;
     assert!(Instant::now() - sent2 < Duration::from_millis(3_010));
 }
+
+#[tokio::test]
+async fn a_vouched_belief_ends_a_margin_before_the_replacement_and_hurries_a_round() {
+    let book = Book::new(Duration::from_secs(30), Some(Duration::from_millis(500)));
+    let sent = Instant::now();
+    let lease = Duration::from_secs(30);
+    // the other masters' word ends before the lease: a margin before it
+    let at = sent + Duration::from_secs(2);
+    assert_eq!(
+        book.vouched_belief(sent, lease, at),
+        at - Duration::from_millis(500)
+    );
+    // a word beyond the lease: the lease's own belief
+    let far = sent + Duration::from_secs(60);
+    assert_eq!(book.vouched_belief(sent, lease, far), book.belief(sent, lease));
+    // a round is asked for halfway there, the earliest asked for kept, once
+    assert_eq!(book.take_hurry(), None);
+    let until = Instant::now() + Duration::from_secs(2);
+    book.hurry(until);
+    book.hurry(until + Duration::from_secs(10));
+    let by = book.take_hurry().expect("a round asked for");
+    assert!(by <= Instant::now() + Duration::from_millis(1_001), "{by:?}");
+    assert_eq!(book.take_hurry(), None);
+}
