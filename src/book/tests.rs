@@ -249,13 +249,19 @@ async fn a_vouched_belief_ends_a_margin_before_the_replacement_and_hurries_a_rou
     );
     // a word beyond the lease: the lease's own belief
     let far = sent + Duration::from_secs(60);
-    assert_eq!(book.vouched_belief(sent, lease, far), book.belief(sent, lease));
+    assert_eq!(
+        book.vouched_belief(sent, lease, far),
+        book.belief(sent, lease)
+    );
     // a round is asked for halfway there, the earliest asked for kept, once
     assert_eq!(book.take_hurry(), None);
     let until = Instant::now() + Duration::from_secs(2);
     book.hurry(until);
     book.hurry(until + Duration::from_secs(10));
     let by = book.take_hurry().expect("a round asked for");
-    assert!(by <= Instant::now() + Duration::from_millis(1_001), "{by:?}");
+    assert!(
+        by <= Instant::now() + Duration::from_millis(1_001),
+        "{by:?}"
+    );
     assert_eq!(book.take_hurry(), None);
 }
