@@ -438,6 +438,7 @@ impl LockClient {
     /// ```
     pub fn stats(&self) -> ClientStats {
         let c = &self.inner.counters;
+        let (vouches_asked, vouched) = self.inner.cluster.router.vouches.counts();
         ClientStats {
             attempts: c.attempts.load(Ordering::Relaxed),
             round_trips: c.round_trips.load(Ordering::Relaxed),
@@ -447,8 +448,8 @@ impl LockClient {
             confirmations: self.inner.cluster.router.connector().waits(),
             held: self.inner.book.held() as u64,
             subscriptions: self.inner.notifier().map_or(0, |n| n.channel_count()) as u64,
-            vouches_asked: self.inner.cluster.router.vouches.counts().0,
-            vouched: self.inner.cluster.router.vouches.counts().1,
+            vouches_asked,
+            vouched,
         }
     }
 

@@ -28,9 +28,9 @@
 use std::time::Duration;
 
 use fred::prelude::*;
-use fred::types::{ClusterHash, CustomCommand};
 use tokio::time::Instant;
 
+use super::lane::{command, queue};
 use super::router::Router;
 use super::topology;
 
@@ -283,19 +283,11 @@ impl Router {
     async fn word_about(&self, other: &str, master: &str) -> Option<(Option<Word>, usize)> {
         let node = self.node(other).ok()?;
         let control = node.control().ok()?;
-        let command = |name| CustomCommand::new_static(name, ClusterHash::Random, false);
         let pipeline = control.pipeline();
-        let _: std::result::Result<(), _> = pipeline
-            .custom(command("CLUSTER"), vec![Value::from("NODES")])
-            .await;
-        let _: std::result::Result<(), _> =
-            pipeline.custom(command("TIME"), Vec::<Value>::new()).await;
-        let _: std::result::Result<(), _> = pipeline
-            .custom(
-                command("CONFIG"),
-                vec![Value::from("GET"), Value::from("cluster-node-timeout")],
-            )
-            .await;
+        queue(&pipeline, command("CLUSTER"), vec!["NODES".into()]).await;
+        queue(&pipeline, command("TIME"), Vec::new()).await;
+        let timeout = vec!["GET".into(), "cluster-node-timeout".into()];
+        queue(&pipeline, command("CONFIG"), timeout).await;
         let replies: Vec<std::result::Result<Value, fred::error::Error>> = pipeline.try_all().await;
         let [Ok(nodes), Ok(time), Ok(timeout)] = &replies[..] else {
             return None;

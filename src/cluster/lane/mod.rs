@@ -536,12 +536,17 @@ fn acknowledged(wait: Option<&Reply>) -> u32 {
     }
 }
 
-fn command(name: &'static str) -> CustomCommand {
+/// A command sent to the connection's own node (no key decides where it goes).
+pub(super) fn command(name: &'static str) -> CustomCommand {
     CustomCommand::new_static(name, ClusterHash::Random, false)
 }
 
 /// Queues one command on `pipeline` (its reply comes from `try_all`).
-async fn queue(pipeline: &fred::clients::Pipeline<Client>, cmd: CustomCommand, args: Vec<Value>) {
+pub(super) async fn queue(
+    pipeline: &fred::clients::Pipeline<Client>,
+    cmd: CustomCommand,
+    args: Vec<Value>,
+) {
     let _: std::result::Result<(), _> = pipeline.custom(cmd, args).await;
 }
 
