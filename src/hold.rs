@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::{GiveBack, RawLock};
+use crate::scripts::Others;
 
 /// How long an upgrade waits for the plain readers to leave.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +39,7 @@ pub(crate) struct Hold {
     /// When the grant was sent (for the hold-time metric).
     granted: Instant,
     /// The grant said that others held or waited (the release skips the fast path).
-    others: bool,
+    others: Others,
 }
 
 impl Hold {
@@ -348,7 +349,7 @@ impl Hold {
 
 /// Gives hold `id` of `owner` back in the background, following the cluster for a
 /// lease at most (`others`: as the grant said).
-fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: bool) {
+fn give_back(raw: RawLock, owner: Arc<str>, id: u64, others: Others) {
     raw.give_back_later(
         owner,
         GiveBack::Held {

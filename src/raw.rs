@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::mode::Mode;
 use crate::scripts::{
-    AttemptReply, Breaking, GuardedCall, GuardedReply, Intent, RawState, Released,
+    AttemptReply, Breaking, GuardedCall, GuardedReply, Intent, Others, RawState, Released,
 };
 use crate::shared::{CallKind, Shared};
 use crate::slot;
@@ -315,9 +315,9 @@ impl RawLock {
     /// [`gave_back_itself`] for when that is known. Otherwise false: the caller is told it
     /// may have lost the hold, never that all was well when that is not known. `direct`:
     /// straight on the connection, not through the lane (see
-    /// [`give_back`](Self::give_back)). `others`: the grant said that others held or
-    /// waited, so the function skips its path for a lone holder (which would most likely
-    /// fall through).
+    /// [`give_back`](Self::give_back)). `others`: as the grant said (when others held or
+    /// waited, the function skips its path for a lone holder, which would most likely
+    /// fall through, and reads the queue's head the grant named first).
     async fn release(
         &self,
         owner: &str,
@@ -325,7 +325,7 @@ impl RawLock {
         (fence, believed_until): (u64, Instant),
         budget: Duration,
         direct: bool,
-        others: bool,
+        others: Others,
     ) -> Result<bool> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (inner, key) = (&self.inner, &*self.key);
@@ -468,7 +468,7 @@ pub(crate) enum GiveBack {
         id: u64,
         fence: u64,
         believed_until: Instant,
-        others: bool,
+        others: Others,
     },
     /// What an attempt at hold `id` may have left, its reply perhaps not read: its place
     /// in the queue (a writer's or a reader's) or its pending upgrade, and a hold granted

@@ -12,7 +12,7 @@ use crate::keys::check_owner;
 use crate::mode::Mode;
 use crate::observe;
 use crate::raw::GiveBack;
-use crate::scripts::{AttemptReply, Counted, Intent};
+use crate::scripts::{AttemptReply, Counted, Intent, Others};
 
 mod seam; // the seam under the policy: the raw lock, or the unit tests' fake
 #[cfg(test)]
@@ -105,9 +105,10 @@ pub(crate) struct Acquired {
     /// while its waiter was queued); `None`: a whole lease. (In ms, not a `Duration`:
     /// this is part of every acquire future's size.)
     pub left: Option<std::num::NonZeroU32>,
-    /// The grant said that another owner held, or someone waited, right after it: the
-    /// release skips the function's path for a lone holder (see `AttemptReply::Granted`).
-    pub others: bool,
+    /// Who else was at the lock right after the grant, as it said: when anyone was, the
+    /// release skips the function's path for a lone holder and reads the queue's head it
+    /// named first (see `AttemptReply::Granted`).
+    pub others: Others,
     /// Not confirmed by the replicas, and believed on the other masters' word that none
     /// can replace the master before this (see `AttemptReply::Granted`).
     pub replaceable_after: Option<Instant>,
@@ -343,7 +344,7 @@ async fn attempt<L: Seam>(
             lease,
             replaceable_after,
         } => {
-            if others {
+            if others.any() {
                 lock.mark_contended();
             }
             let granted = Acquired {

@@ -23,12 +23,17 @@
 --          whole lease from the call; '2': the caller counts the lease of a taken
 --          hand-off from its first attempt under this hold id, so such a hold is taken
 --          without reading the clock (lib.lua's take_unclocked)
+-- ARGV[7]  (optional) '1': the caller passes the queue's head back to its release (see
+--          `others` below, and release.lua's ARGV[4])
 -- Returns
 --   {1, fence, others}  granted (fence as a decimal string); others: 1 when another
 --                 owner holds or anyone waits after this grant, else 0 (a hint, not a
 --                 promise: the client skips the fast paths of this hold's release and
---                 of its next attempt, which would most likely fall through); its lease
---                 is ARGV[4] ms from the call
+--                 of its next attempt, which would most likely fall through); with
+--                 ARGV[7] '1' and someone queued, the queue's head ticket field
+--                 instead, 't:<ticket>' (the same hint, and the field this hold's
+--                 release reads to find who is next: it then reads it in its first
+--                 read, one server command less); its lease is ARGV[4] ms from the call
 --   {1, fence, others, left}  (ARGV[6] '1') a hold a release handed over while this
 --                 writer was queued, taken: its lease is `left` ms from the call (at
 --                 most ARGV[4])
@@ -50,6 +55,7 @@ local function acquire(KEYS, ARGV)
   local function others()
     -- (orphaned: places of a group passed by wait for the next call's prune, which
     -- the fast release would skip)
+    if qh < qt and ARGV[7] == '1' then return 't:' .. fmt(qh) end
     if held > 1 or qh < qt or pending ~= nil or orphaned then return 1 end
     return 0
   end

@@ -32,8 +32,12 @@ local LAYOUT = '4'
 -- reader group first in line whose readers do not all come in time, lose their turn, so
 -- that a waiter that died holds up those behind it about a second, not a lease; it
 -- also makes guarded calls all or nothing (guarded.lua), decides there whether a call
--- writes, and names a broken client on the channel (force_release.lua).
-local REVISION = 8
+-- writes, and names a broken client on the channel (force_release.lua). Revision 9
+-- names the queue's head ticket field in a grant's hint when the caller asks (acquire's
+-- ARGV[7]), and a release given it back (its ARGV[4]) reads that field with the summary:
+-- one server command less per contended hand-off. Its replies to callers that do not
+-- ask are revision 8's.
+local REVISION = 9
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by

@@ -121,13 +121,18 @@ local function handoff_message(o, id, fence) return 'g ' .. o .. ' ' .. id .. ' 
 -- none): resets the call's state, reads the summary, 'w', 'u' and the caller's own
 -- entries in ONE HMGET, parses them, and reads the server's clock, unless `clock_later`
 -- (the call may end without it: it then calls server_time() itself before any helper
--- that needs `now`). Returns nil, or the reply to return at once.
-local function begin(keys, argv, owner_arg, clock_later)
+-- that needs `now`). `ticket`: a queue ticket field the caller was told is most likely
+-- the head ('t:<digits>'; anything else is ignored), read in the same HMGET (get()
+-- then finds it). Returns nil, or the reply to return at once.
+local function begin(keys, argv, owner_arg, clock_later, ticket)
   key = keys[1]
   OWNER = nil
   if owner_arg > 0 then OWNER = argv[owner_arg] end
   local S
-  if OWNER then
+  if ticket ~= nil and not string.find(ticket, '^t:%d+$') then ticket = nil end
+  if OWNER and ticket then
+    S = redis.pcall('HMGET', key, 's', 'w', 'u', 'o:' .. OWNER, 'q:' .. OWNER, ticket)
+  elseif OWNER then
     S = redis.pcall('HMGET', key, 's', 'w', 'u', 'o:' .. OWNER, 'q:' .. OWNER)
   else
     S = redis.pcall('HMGET', key, 's', 'w', 'u')
@@ -184,6 +189,7 @@ local function begin(keys, argv, owner_arg, clock_later)
     -- (the lone owner's HMGET slot is empty: its hold is the summary's)
     if OWNER ~= lone then cache['o:' .. OWNER] = S[4] end
     cache['q:' .. OWNER] = S[5]
+    if ticket then cache[ticket] = S[6] end
   end
   if clock_later then
     now, now_us = nil, nil

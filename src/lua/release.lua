@@ -5,6 +5,10 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id
 -- ARGV[3]  '1': skip fast_release.lua (see there); optional
+-- ARGV[4]  (optional, with ARGV[3]) the queue's head ticket field its grant named,
+--          't:<ticket>' (acquire.lua's `others`): read with the summary, in the first
+--          read, as the head is most likely still there (a head that moved on since is
+--          read as before; a field of another shape is not read)
 -- Returns
 --   {1}         released
 --   {0, fence, broken}
@@ -19,7 +23,7 @@ local function release(KEYS, ARGV)
     local fast = fast_release(KEYS, ARGV)
     if fast then return fast end
   end
-  local early = begin(KEYS, ARGV, 1)
+  local early = begin(KEYS, ARGV, 1, false, ARGV[4])
   if early then return early end
   local owner = ARGV[1]
   local bad = prune()

@@ -7,7 +7,7 @@ use fred::prelude::*;
 use super::reply::{attempt, code, count, int, number, optional_fence, parse_renew, status, text};
 use super::transport::{fcall_args, not_replicated, Arg, Ran};
 use super::{
-    AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On,
+    AttemptReply, Breaking, Confirm, Counters, GuardedCall, GuardedReply, Intent, Lane, On, Others,
     RawHolder, RawState, Released, Scripts,
 };
 use crate::cluster::lane::Unconfirmed;
@@ -33,6 +33,8 @@ impl Scripts {
             Arg::Word(intent.arg()),
             // how this client counts the lease of a hold handed over (`Counted`)
             Arg::Word(intent.counts()),
+            // the grant names the queue's head ticket field (`Others::Queued`)
+            Arg::Word("1"),
         ];
         let ran = self.run(on, &self.acquire, &args).await?;
         granted_only_if_confirmed(
@@ -43,21 +45,32 @@ impl Scripts {
         )
     }
 
-    /// Gives back hold `hold` of `owner`: whether it was there. `others`: skip the fast
-    /// path, which would most likely fall through (the grant said others held or waited).
+    /// Gives back hold `hold` of `owner`: whether it was there. `others`, as the grant
+    /// said: when anyone else was there, the function's fast path is skipped (it would
+    /// most likely fall through), and the queue's head ticket it named is read first.
     pub async fn release(
         &self,
         on: On<'_>,
         owner: &str,
         hold: u64,
-        others: bool,
+        others: Others,
     ) -> Result<Released> {
-        // the third argument, `1`, skips the function's fast path
-        let skipping_fast_path = [Arg::Text(owner), Arg::Number(hold), Arg::Word("1")];
-        let args = if others {
-            &skipping_fast_path[..]
-        } else {
-            &skipping_fast_path[..2]
+        // the third argument, `1`, skips the function's fast path; the fourth names the
+        // queue's head ticket field
+        let ticket = match others {
+            Others::Queued(t) => format!("t:{t}"),
+            _ => String::new(),
+        };
+        let hinted = [
+            Arg::Text(owner),
+            Arg::Number(hold),
+            Arg::Word("1"),
+            Arg::Text(&ticket),
+        ];
+        let args = match others {
+            Others::Nobody => &hinted[..2],
+            Others::Present => &hinted[..3],
+            Others::Queued(_) => &hinted[..],
         };
         let parts = status(
             on.target.key,

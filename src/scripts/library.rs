@@ -52,7 +52,7 @@ macro_rules! library_text {
 }
 
 /// `REVISION` of `lua/layout.lua` (a unit test checks that they agree).
-pub(crate) const REVISION: i64 = 8;
+pub(crate) const REVISION: i64 = 9;
 
 /// `CLAIM_MS` of `lua/layout.lua`, the claim window of a hand-off (a unit test checks that
 /// they agree): a waiter that heard the lock handed to another looks again after it.

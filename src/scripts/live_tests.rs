@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use cluster_rwlock_testkit::TestCluster;
 use fred::prelude::*;
 
-use super::{AttemptReply, Confirm, Counters, Intent, Lane, On, RenewItem, Scripts, Target};
+use super::{
+    AttemptReply, Confirm, Counters, Intent, Lane, On, Others, RenewItem, Scripts, Target,
+};
 use crate::mode::Mode;
 
 const LEASE_MS: u64 = 30_000;
@@ -101,8 +103,8 @@ impl TwoPaths {
         }
     }
 
-    /// A grant of `mode` to `owner` on `key` by `scripts`, which must be granted: whether
-    /// it says that others held or waited.
+    /// A grant of `mode` to `owner` on `key` by `scripts`, which must be granted: who else
+    /// it says was there.
     async fn others(
         &self,
         scripts: &Scripts,
@@ -110,9 +112,23 @@ impl TwoPaths {
         mode: Mode,
         owner: &str,
         hold: u64,
-    ) -> bool {
+    ) -> Others {
+        self.others_as(scripts, key, mode, owner, hold, Intent::Wait)
+            .await
+    }
+
+    /// As [`others`](Self::others), with the attempt's intent.
+    async fn others_as(
+        &self,
+        scripts: &Scripts,
+        key: &str,
+        mode: Mode,
+        owner: &str,
+        hold: u64,
+        intent: Intent,
+    ) -> Others {
         let a = scripts
-            .acquire(self.on(key), mode, owner, hold, LEASE_MS, Intent::Wait)
+            .acquire(self.on(key), mode, owner, hold, LEASE_MS, intent)
             .await
             .unwrap();
         match a {
@@ -172,7 +188,7 @@ async fn fast_and_general_paths_leave_the_same_hash() {
         // the release of the only hold: the tombstone
         for (scripts, key) in [(&t.fast, &t.fast_key), (&t.general, &t.general_key)] {
             let released = scripts
-                .release(t.on(key), "owner-1", hold, false)
+                .release(t.on(key), "owner-1", hold, Others::Nobody)
                 .await
                 .unwrap();
             assert_eq!(released, super::Released::Now, "{key}");
@@ -245,13 +261,14 @@ async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_pa
     let both = [(&t.fast, &t.fast_key), (&t.general, &t.general_key)];
     // a lone writer: nobody else
     for (scripts, key) in both {
-        assert!(
-            !t.others(scripts, key, Mode::Write, "owner-1", 1).await,
+        assert_eq!(
+            t.others(scripts, key, Mode::Write, "owner-1", 1).await,
+            Others::Nobody,
             "{key}"
         );
     }
     // its release, told that others held, on the fast scripts; plainly on the general
-    for ((scripts, key), others) in both.into_iter().zip([true, false]) {
+    for ((scripts, key), others) in both.into_iter().zip([Others::Present, Others::Nobody]) {
         let released = scripts
             .release(t.on(key), "owner-1", 1, others)
             .await
@@ -266,15 +283,92 @@ async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_pa
     assert!(f.1 > first - 10_000 && f.1 <= first, "TTL {}", f.1);
     // two readers: the second shares the lock
     for (scripts, key) in both {
-        assert!(
-            !t.others(scripts, key, Mode::Read, "reader-1", 2).await,
+        assert_eq!(
+            t.others(scripts, key, Mode::Read, "reader-1", 2).await,
+            Others::Nobody,
             "{key}"
         );
-        assert!(
+        assert_eq!(
             t.others(scripts, key, Mode::Read, "reader-2", 3).await,
+            Others::Present,
             "{key}"
         );
     }
+    t.remove().await;
+}
+
+/// A grant made while writers are queued names the queue's head ticket field, and the
+/// release given it back reads that field with the summary: what it does is what a
+/// release told only that others waited does, and what one given a stale, wrong or
+/// hostile field does (such a field is read as any, or not at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_given_the_queues_head_hands_over_as_any_release() {
+    let t = TwoPaths::new("head").await;
+    let keys: Vec<String> = ["told", "plain", "stale", "wrong", "hostile"]
+        .iter()
+        .map(|k| format!("{}:{k}", t.fast_key))
+        .collect();
+    // the release's arguments after the owner and hold id: as told, as a client that is
+    // told only that others waited, a ticket that has left, one never given, and a field
+    // of another shape (the summary's)
+    let hints: [&[&str]; 5] = [
+        &["1", "t:1"],
+        &["1"],
+        &["1", "t:0"],
+        &["1", "t:99"],
+        &["1", "s"],
+    ];
+    let s = &t.fast;
+    let mut snapshots = Vec::new();
+    for (key, hint) in keys.iter().zip(hints) {
+        assert_eq!(
+            t.others(s, key, Mode::Write, "owner-1", 1).await,
+            Others::Nobody
+        );
+        // two writers queue: tickets 0 and 1
+        for (owner, hold) in [("owner-2", 2), ("owner-3", 3)] {
+            let busy = s
+                .acquire(t.on(key), Mode::Write, owner, hold, LEASE_MS, Intent::Wait)
+                .await
+                .unwrap();
+            assert!(matches!(busy, AttemptReply::Busy { .. }), "{key}: {busy:?}");
+        }
+        // the release hands the lock to owner-2, whose attempt takes it: owner-3 is next
+        let released = s.release(t.on(key), "owner-1", 1, Others::Nobody).await;
+        assert_eq!(released.unwrap(), super::Released::Now);
+        let taken = t
+            .others_as(s, key, Mode::Write, "owner-2", 2, Intent::WaitBusy)
+            .await;
+        assert_eq!(
+            taken,
+            Others::Queued(1),
+            "{key}: the head is owner-3's ticket"
+        );
+        let mut args = vec!["owner-2", "2"];
+        args.extend_from_slice(hint);
+        let reply: Value = t
+            .node
+            .fcall(
+                format!("{}release", s.library.prefix),
+                vec![key.as_str()],
+                args,
+            )
+            .await
+            .unwrap();
+        assert_eq!(reply, Value::Array(vec![Value::Integer(1)]), "{key}");
+        snapshots.push(snapshot(&t.node, key).await);
+    }
+    for (key, s) in keys.iter().zip(&snapshots).skip(1) {
+        assert_eq!(s.0, snapshots[0].0, "{key}: the hash after the hand-off");
+        assert!((s.1 - snapshots[0].1).abs() < 1_000, "{key}: TTL");
+    }
+    // owner-3 was handed the lock: its place waits for its take, the head moved past it
+    assert!(
+        snapshots[0].0.contains_key("q:owner-3"),
+        "{:?}",
+        snapshots[0].0
+    );
+    let _: i64 = t.node.del(keys.clone()).await.unwrap();
     t.remove().await;
 }
 
@@ -342,7 +436,10 @@ async fn an_upgrade_granted_as_it_gives_up_keeps_the_upgradable_hold() {
     assert!(matches!(a, AttemptReply::Busy { .. }), "{a:?}");
     // the reader leaves: the pending upgrade becomes write hold 2
     assert_eq!(
-        scripts.release(on, "reader", 1, false).await.unwrap(),
+        scripts
+            .release(on, "reader", 1, Others::Nobody)
+            .await
+            .unwrap(),
         super::Released::Now
     );
     let (entry, _, _) = entry_of(&node, &key, "up").await;

@@ -47,9 +47,9 @@ pub(crate) struct Scripts {
 pub(crate) enum AttemptReply {
     Granted {
         fence: u64,
-        /// Another owner held, or someone waited, right after the grant (a hint: the
-        /// fast paths of this hold's release and of the next attempt are skipped).
-        others: bool,
+        /// Who else was at the lock right after the grant (a hint: the fast paths of
+        /// this hold's release and of the next attempt are skipped when anyone was).
+        others: Others,
         /// How much lease the grant gave, and from when it counts.
         lease: Counted,
         /// The replicas did not confirm the grant, and the other masters vouched that
@@ -63,6 +63,28 @@ pub(crate) enum AttemptReply {
     UpgradeDeadlock,
     /// The hold an upgrade starts from is gone (its lease ran out).
     Gone,
+}
+
+/// Who else was at a lock right after a grant, as the grant said: a hint, not a promise
+/// (`lua/acquire.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Others {
+    /// Nobody else held or waited.
+    #[default]
+    Nobody,
+    /// Another owner held, or someone waited.
+    Present,
+    /// Someone waited, and the queue's head was this ticket: the hold's release reads
+    /// that ticket's field in its first read (one server command less when the head is
+    /// still there).
+    Queued(u32),
+}
+
+impl Others {
+    /// Anyone else held or waited.
+    pub fn any(self) -> bool {
+        self != Others::Nobody
+    }
 }
 
 /// How much lease a grant gave, and from when its client counts it (rule 4 of

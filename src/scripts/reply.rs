@@ -5,7 +5,7 @@ use fred::prelude::*;
 
 use crate::error::{Error, Result};
 
-use super::{AttemptReply, Counted};
+use super::{AttemptReply, Counted, Others};
 
 /// The reply of the state script.
 pub(crate) struct RawState {
@@ -92,13 +92,24 @@ fn counted(v: Option<&Value>) -> Result<Counted> {
     }
 }
 
-/// A grant's hint that others held or waited: `1`, or `0` / absent (the fast path and
-/// the scripts that do not give it).
-fn others(v: Option<&Value>) -> Result<bool> {
-    match v.map(int).transpose()? {
-        None | Some(0) => Ok(false),
-        Some(1) => Ok(true),
-        Some(i) => Err(Error::Protocol(format!("a grant's hint: {i}"))),
+/// A grant's hint that others held or waited: `1`, or the queue's head ticket field
+/// `t:<ticket>`; `0` or absent, nobody (the fast path and the scripts that do not give
+/// it). A ticket past `u32` is kept as `1` (the release then reads the head as before).
+fn others(v: Option<&Value>) -> Result<Others> {
+    let Some(v) = v else {
+        return Ok(Others::Nobody);
+    };
+    if let Ok(i) = int(v) {
+        return match i {
+            0 => Ok(Others::Nobody),
+            1 => Ok(Others::Present),
+            i => Err(Error::Protocol(format!("a grant's hint: {i}"))),
+        };
+    }
+    let hint = text(v)?;
+    match hint.strip_prefix("t:").map(str::parse::<u64>) {
+        Some(Ok(ticket)) => Ok(u32::try_from(ticket).map_or(Others::Present, Others::Queued)),
+        _ => Err(Error::Protocol(format!("a grant's hint: {hint:?}"))),
     }
 }
 
@@ -254,7 +265,7 @@ mod tests {
             AttemptReply::Granted {
                 replaceable_after: None,
                 fence: 77,
-                others: false,
+                others: Others::Nobody,
                 lease: Counted::Whole,
             }
         );
@@ -270,7 +281,7 @@ mod tests {
             AttemptReply::Granted {
                 replaceable_after: None,
                 fence: 79,
-                others: true,
+                others: Others::Present,
                 lease: Counted::Left(2500),
             }
         );
@@ -286,7 +297,7 @@ mod tests {
             AttemptReply::Granted {
                 replaceable_after: None,
                 fence: 80,
-                others: false,
+                others: Others::Nobody,
                 lease: Counted::FromFirstAttempt,
             }
         );
@@ -310,13 +321,16 @@ mod tests {
             attempt("acquire", &negative, deadlock),
             Err(Error::Protocol(_))
         ));
-        // the general path's hint that others held or waited; any other value is refused
-        for (hint, others) in [(0, false), (1, true)] {
-            let granted = reply(vec![
-                Value::Integer(1),
-                Value::from("78"),
-                Value::Integer(hint),
-            ]);
+        // the general path's hint that others held or waited, or the queue's head ticket
+        // field (one past u32 is kept as a plain hint); any other value is refused
+        for (hint, others) in [
+            (Value::Integer(0), Others::Nobody),
+            (Value::Integer(1), Others::Present),
+            (Value::from("t:447"), Others::Queued(447)),
+            (Value::from("t:4294967295"), Others::Queued(u32::MAX)),
+            (Value::from("t:4294967296"), Others::Present),
+        ] {
+            let granted = reply(vec![Value::Integer(1), Value::from("78"), hint]);
             assert_eq!(
                 attempt("acquire", &granted, deadlock).unwrap(),
                 AttemptReply::Granted {
@@ -327,15 +341,19 @@ mod tests {
                 }
             );
         }
-        let odd = reply(vec![
-            Value::Integer(1),
-            Value::from("78"),
+        for odd in [
             Value::Integer(2),
-        ]);
-        assert!(matches!(
-            attempt("acquire", &odd, deadlock),
-            Err(Error::Protocol(_))
-        ));
+            Value::from("t:"),
+            Value::from("t:-1"),
+            Value::from("q:5"),
+            Value::from("t:5 "),
+        ] {
+            let odd = reply(vec![Value::Integer(1), Value::from("78"), odd]);
+            assert!(matches!(
+                attempt("acquire", &odd, deadlock),
+                Err(Error::Protocol(_))
+            ));
+        }
         let busy = reply(vec![Value::Integer(0), Value::Integer(12)]);
         assert_eq!(
             attempt("acquire", &busy, deadlock).unwrap(),

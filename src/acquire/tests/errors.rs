@@ -138,7 +138,7 @@ async fn a_probe_is_refused_without_a_confirmation_and_its_grant_is_confirmed_be
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence: 5,
-            others: false,
+            others: Others::Nobody,
             lease: Counted::Whole,
         }),
     );

@@ -110,7 +110,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence: 2,
-            others: false,
+            others: Others::Nobody,
             lease: Counted::Whole,
         }),
     );
@@ -129,7 +129,7 @@ async fn a_zero_timeout_makes_one_full_attempt() {
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence: 3,
-            others: false,
+            others: Others::Nobody,
             lease: Counted::Whole,
         }),
     );

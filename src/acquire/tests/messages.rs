@@ -60,7 +60,7 @@ fn taken(fence: u64) -> (Duration, Result<AttemptReply>) {
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence,
-            others: false,
+            others: Others::Nobody,
             lease: Counted::FromFirstAttempt,
         }),
     )
@@ -118,11 +118,11 @@ async fn a_lock_found_shared_or_busy_skips_the_fast_path_at_the_next_wait() {
     let ask = Ask::Hold(Mode::Write);
     // a free lock, as far as the client knows: the fast path is tried
     let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
-    assert!(!g.others);
+    assert!(!g.others.any());
     assert!(!lock.contended_lately());
     // a grant that says others held or waited: the hold is told, the lock is marked
     let g = wait(&lock, OWNER.into(), ask, None).await.expect("granted");
-    assert!(g.others);
+    assert!(g.others.any());
     assert!(lock.contended_lately());
     // and the next wait's first attempt skips the fast path, and goes as a probe (most
     // likely busy): the grant it wins is sent again, confirmed, before it is believed
@@ -179,7 +179,7 @@ async fn a_hold_handed_over_keeps_the_lease_left_that_its_grant_says() {
             Ok(AttemptReply::Granted {
                 replaceable_after: None,
                 fence: 9,
-                others: false,
+                others: Others::Nobody,
                 lease: Counted::Left(2_500),
             }),
         )

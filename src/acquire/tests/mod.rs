@@ -176,7 +176,7 @@ fn granted(fence: u64) -> (Duration, Result<AttemptReply>) {
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence,
-            others: false,
+            others: Others::Nobody,
             lease: Counted::Whole,
         }),
     )
@@ -189,7 +189,7 @@ fn granted_shared(fence: u64) -> (Duration, Result<AttemptReply>) {
         Ok(AttemptReply::Granted {
             replaceable_after: None,
             fence,
-            others: true,
+            others: Others::Present,
             lease: Counted::Whole,
         }),
     )
