@@ -13,7 +13,10 @@ again), of
     HSET; HGET, HSET) with no logic around them;
   - rslock's cycle: SET NX PX + its unlock script (GET, DEL);
 and prints the server's instructions per cycle for each (whole process: parsing,
-commands, replies), round by round, and the ratios to rslock.
+commands, replies), round by round, and the ratios to rslock. Then the release that
+hands a lock over to the writer queued first, while another writer waits behind it
+(the contended hand-off of B4), told the queue's head ticket field by its grant (as the
+client sends it) and not told (`1` alone), each on keys of its own, in the same rounds.
 
     python3 benches/script_cost.py [--n 2000] [--rounds 3] [--server redis-server]
 
@@ -133,6 +136,33 @@ def main():
             per_cycle(lock_cycles(floor, "floor", base))
             rows["floor (same calls, no logic)"].append(per_cycle(lock_cycles(floor, "floor", base)))
             rows["rslock"].append(per_cycle(rslock_cycles(base)))
+        def handoffs(prefix, base, told):
+            """A hand-off's release per key, after the steps that lead to it (counted
+            apart): owner-1 holds, owner-2 and owner-3 queue, owner-1's release hands the
+            lock to owner-2, whose attempt takes it, told that owner-3 (ticket 1) is next."""
+            setup, counted = [], []
+            for i in range(base, base + a.n):
+                key = "%s:{h%d}" % (prefix, i)
+                setup.append(("FCALL", "rwlock4_acquire", 1, key, "w", "owner-1", "1", "30000", "1", "1", "1"))
+                setup.append(("FCALL", "rwlock4_acquire", 1, key, "w", "owner-2", "2", "30000", "1", "1", "1"))
+                setup.append(("FCALL", "rwlock4_acquire", 1, key, "w", "owner-3", "3", "30000", "1", "1", "1"))
+                setup.append(("FCALL", "rwlock4_release", 1, key, "owner-1", "1", "1"))
+                setup.append(("FCALL", "rwlock4_acquire", 1, key, "w", "owner-2", "2", "30000", "3", "2", "1"))
+                hint = ("1", "t:1") if told else ("1",)
+                counted.append(("FCALL", "rwlock4_release", 1, key, "owner-2", "2") + hint)
+            pipe = r.pipeline(transaction=False)
+            for c in setup:
+                pipe.execute_command(*c)
+            replies = pipe.execute()
+            # the take names owner-3's ticket: the hint the counted release is given
+            assert all(x[2] == b"t:1" for x in replies[4::5]), replies[:5]
+            return per_cycle(counted)
+
+        hand = {"told the head (t:1)": [], "not told": []}
+        for k in range(a.rounds):
+            base = (k + 1) * 10 * a.n
+            hand["told the head (t:1)"].append(handoffs("told", base, True))
+            hand["not told"].append(handoffs("plain", base, False))
         later = slice(1, None) if a.rounds > 1 else slice(None)
         rs = sum(rows["rslock"][later]) / len(rows["rslock"][later])
         print("| server instructions per cycle (%d cycles a round) | rounds | mean of later rounds | / rslock |" % a.n)
@@ -140,6 +170,12 @@ def main():
         for name, vals in rows.items():
             mean = sum(vals[later]) / len(vals[later])
             print("| %s | %s | %.0f | %.2f x |" % (name, " / ".join("%.0f" % v for v in vals), mean, mean / rs))
+        print()
+        print("| server instructions per hand-off's release (%d a round) | rounds | mean of later rounds |" % a.n)
+        print("|---|---|---|")
+        for name, vals in hand.items():
+            mean = sum(vals[later]) / len(vals[later])
+            print("| %s | %s | %.0f |" % (name, " / ".join("%.0f" % v for v in vals), mean))
     finally:
         server.terminate()
         server.wait()

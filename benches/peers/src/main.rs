@@ -22,7 +22,7 @@
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|single|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|floor_confirmed|single|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -40,7 +40,7 @@ mod uncontended;
 
 use probe::{measured, Probe};
 use uncontended::{
-    ceiling, layout_floor, ours, ranges_of, rds_lock_rate, rslock_manager, rslock_rate,
+    ceiling, layout_floor, layout_floor_confirmed, ours, ranges_of, rds_lock_rate, rslock_manager, rslock_rate,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -126,9 +126,18 @@ async fn run() -> Result<(), BoxError> {
                 )
                 .await?
             }
+            "floor_confirmed" => {
+                measured(
+                    &probe,
+                    "floor, confirmed",
+                    secs,
+                    layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
+                )
+                .await?
+            }
             other => {
                 return Err(
-                    format!("--only {other}: ours, master_only, rslock, rds_lock or floor").into(),
+                    format!("--only {other}: ours, master_only, rslock, rds_lock, floor or floor_confirmed").into(),
                 )
             }
         };
@@ -195,6 +204,13 @@ async fn run() -> Result<(), BoxError> {
             ceiling(&seeds, secs, 1),
         )
         .await?,
+        measured(
+            &probe,
+            "floor, confirmed: the same, a WAIT after each acquire",
+            secs,
+            layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
+        )
+        .await?,
     ];
     let mine = (rows[0].rate + rows[4].rate) / 2.0;
     let wide = [
@@ -252,6 +268,7 @@ async fn single_task(seeds: &[String], tag: &str, secs: Duration) -> Result<(), 
         "cluster-rwlock, MasterOnly",
         "rslock 0.7",
         "floor",
+        "floor, confirmed",
     ] {
         let rate = match who {
             "cluster-rwlock" => {
@@ -261,7 +278,8 @@ async fn single_task(seeds: &[String], tag: &str, secs: Duration) -> Result<(), 
                 ours(seeds, secs, &format!("{tag}sm"), 1, Durability::MasterOnly).await?
             }
             "rslock 0.7" => rslock_rate(seeds, secs, &format!("{tag}sr"), 1).await?,
-            _ => layout_floor(seeds, secs, &format!("{tag}sf"), 1).await?,
+            "floor" => layout_floor(seeds, secs, &format!("{tag}sf"), 1).await?,
+            _ => layout_floor_confirmed(seeds, secs, &format!("{tag}sfc"), 1).await?,
         };
         let (p50, p99) = (drive::last_cycle_pct(50.0), drive::last_cycle_pct(99.0));
         println!("| {who} | {rate:.0} | {p50:.3} | {p99:.3} |");

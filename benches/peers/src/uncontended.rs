@@ -179,6 +179,29 @@ pub(crate) async fn layout_floor(
     tag: &str,
     tasks: usize,
 ) -> Result<f64, BoxError> {
+    floor_cycles(seeds, secs, tag, tasks, false).await
+}
+
+/// [`layout_floor`] with the acquire confirmed as a lock's must be: `WAIT 1 500` right
+/// after it, in the same pipeline, on the same connection (one `WAIT` per acquire, as a
+/// lone task's grant has; the lock's lanes share one among the acquires that meet on a
+/// connection). What confirmation costs any lock of this layout here.
+pub(crate) async fn layout_floor_confirmed(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+    tasks: usize,
+) -> Result<f64, BoxError> {
+    floor_cycles(seeds, secs, tag, tasks, true).await
+}
+
+async fn floor_cycles(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+    tasks: usize,
+    confirmed: bool,
+) -> Result<f64, BoxError> {
     let fred = cluster_client(&seeds[0]).await?;
     for node in fred
         .cached_cluster_state()
@@ -196,19 +219,34 @@ pub(crate) async fn layout_floor(
         let key = format!("{tag}:{{n{i}}}");
         async move {
             let owner = format!("owner-{i}");
-            let a: Result<Value, _> = fred
-                .fcall(
-                    "floor_acquire",
-                    vec![key.clone()],
-                    vec![
-                        "w".into(),
-                        owner.clone(),
-                        "1".into(),
-                        "30000".into(),
-                        "1".into(),
-                    ],
-                )
-                .await;
+            let args = vec![
+                "w".into(),
+                owner.clone(),
+                "1".into(),
+                "30000".into(),
+                "1".into(),
+            ];
+            let a: Result<Value, _> = if confirmed {
+                let pipeline = fred.pipeline();
+                let _: Result<(), _> = pipeline.fcall("floor_acquire", vec![key.clone()], args).await;
+                let wait = CustomCommand::new_static(
+                    "WAIT",
+                    ClusterHash::Custom(key_slot(key.as_bytes())),
+                    false,
+                );
+                let _: Result<(), _> = pipeline.custom(wait, vec![1, 500]).await;
+                let replies: Result<Vec<Value>, _> = pipeline.all().await;
+                match replies {
+                    Ok(r) if r.get(1) == Some(&Value::Integer(1)) => Ok(r[0].clone()),
+                    Ok(r) => Err(fred::error::Error::new(
+                        fred::error::ErrorKind::Unknown,
+                        format!("not confirmed: {r:?}"),
+                    )),
+                    Err(e) => Err(e),
+                }
+            } else {
+                fred.fcall("floor_acquire", vec![key.clone()], args).await
+            };
             let r: Result<Value, _> = fred
                 .fcall("floor_release", vec![key], vec![owner, "1".to_string()])
                 .await;

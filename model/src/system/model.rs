@@ -34,6 +34,7 @@ impl Model for System {
                     cycles: 0,
                     give_ups: 0,
                     excused: false,
+                    head: None,
                     hold_deadline: None,
                     handed_at: None,
                     attempted_at: None,
@@ -254,7 +255,7 @@ impl Model for System {
                 let (reply, at, _) = self.call(
                     &mut s,
                     "acquire",
-                    &[&mode, &owner(c), &id, &lease, intent, "2"],
+                    &[&mode, &owner(c), &id, &lease, intent, "2", "1"],
                 );
                 if s.clients[c as usize].mode == b'r' {
                     s.clients[c as usize].attempted_at = Some(at);
@@ -385,7 +386,14 @@ impl Model for System {
             }
             Action::Release(c) => {
                 let id = s.clients[c as usize].id.to_string();
-                let (reply, _, _) = self.call(&mut s, "release", &[&owner(c), &id]);
+                // the queue's head its grant named, read by the release with the summary
+                let (reply, _, _) = match s.clients[c as usize].head {
+                    Some(t) => {
+                        let ticket = format!("t:{t}");
+                        self.call(&mut s, "release", &[&owner(c), &id, "1", &ticket])
+                    }
+                    None => self.call(&mut s, "release", &[&owner(c), &id]),
+                };
                 if !matches!(reply.at(0).and_then(Reply::int), Some(0 | 1)) {
                     s.odd_reply = true;
                 }
@@ -398,6 +406,7 @@ impl Model for System {
             Action::Crash(c) => {
                 s.crashes += 1;
                 let cl = &mut s.clients[c as usize];
+                cl.head = None;
                 // the latest deadline the server may have given what it was granted, a
                 // hold or a hand-off's: a lease from its last call (an attempt refreshes
                 // its place, whose deadline a hand-off gives the hold), read on the clock

@@ -48,6 +48,9 @@ pub struct Client {
     /// A forced release took its hold; it cannot know until its next renewal (a break
     /// is an operator's decision: fences, not exclusion, protect from such a holder).
     pub excused: bool,
+    /// The queue's head ticket its grant named (acquire's `t:<ticket>` hint), which its
+    /// release passes back, as the Rust client does.
+    pub head: Option<u16>,
     // What the checker knows and the client does not (server clocks, ms):
     /// Set when it crashes: the latest deadline (master's clock, at most) that a grant
     /// or renewal of its may have given a hold on the server.

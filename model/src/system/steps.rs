@@ -235,9 +235,25 @@ impl System {
                 {
                     s.granted_past_dead = true;
                 }
+                // the grant's hint: nobody (0), others (1), or the queue's head ticket
+                let head = match reply.at(2) {
+                    None | Some(Reply::Int(0 | 1)) => None,
+                    Some(Reply::Bulk(t)) => match t.strip_prefix("t:").map(str::parse) {
+                        Some(Ok(t)) => Some(t),
+                        _ => {
+                            s.odd_reply = true;
+                            return;
+                        }
+                    },
+                    Some(_) => {
+                        s.odd_reply = true;
+                        return;
+                    }
+                };
                 let needs = s.stream.len() as u8;
                 let on = s.master;
                 let cl = &mut s.clients[c as usize];
+                cl.head = head;
                 cl.handed_at = None;
                 cl.excused = false;
                 if Bug::client_skips_wait(self.bug) {
@@ -278,6 +294,7 @@ impl System {
         let cl = &mut s.clients[c as usize];
         cl.cycles += 1;
         cl.excused = false;
+        cl.head = None;
         cl.handed_at = None;
         cl.phase = if cl.cycles >= cycles {
             Phase::Done
