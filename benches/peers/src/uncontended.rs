@@ -228,7 +228,9 @@ async fn floor_cycles(
             ];
             let a: Result<Value, _> = if confirmed {
                 let pipeline = fred.pipeline();
-                let _: Result<(), _> = pipeline.fcall("floor_acquire", vec![key.clone()], args).await;
+                let _: Result<(), _> = pipeline
+                    .fcall("floor_acquire", vec![key.clone()], args)
+                    .await;
                 let wait = CustomCommand::new_static(
                     "WAIT",
                     ClusterHash::Custom(key_slot(key.as_bytes())),
