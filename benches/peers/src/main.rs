@@ -81,67 +81,68 @@ async fn run() -> Result<(), BoxError> {
     }
     if let Some(only) = arg("--only") {
         // one row alone (for profiling): ours, rslock, rds_lock or floor
-        let row =
-            match only.as_str() {
-                "ours" => {
-                    measured(
-                        &probe,
-                        "cluster-rwlock",
-                        secs,
-                        ours(&seeds, secs, &tag, TASKS, DEFAULT_DURABILITY),
-                    )
-                    .await?
-                }
-                "master_only" => {
-                    measured(
-                        &probe,
-                        "cluster-rwlock, MasterOnly",
-                        secs,
-                        ours(&seeds, secs, &tag, TASKS, Durability::MasterOnly),
-                    )
-                    .await?
-                }
-                "rslock" => {
-                    measured(
-                        &probe,
-                        "rslock 0.7",
-                        secs,
-                        rslock_rate(&seeds, secs, &tag, TASKS),
-                    )
-                    .await?
-                }
-                "rds_lock" => {
-                    measured(
-                        &probe,
-                        "rds_lock 1.0",
-                        secs,
-                        rds_lock_rate(&seeds, secs, &tag),
-                    )
-                    .await?
-                }
-                "floor" => {
-                    measured(
-                        &probe,
-                        "floor",
-                        secs,
-                        layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
-                    )
-                    .await?
-                }
-                "floor_confirmed" => {
-                    measured(
-                        &probe,
-                        "floor, confirmed",
-                        secs,
-                        layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
-                    )
-                    .await?
-                }
-                other => return Err(format!(
+        let row = match only.as_str() {
+            "ours" => {
+                measured(
+                    &probe,
+                    "cluster-rwlock",
+                    secs,
+                    ours(&seeds, secs, &tag, TASKS, DEFAULT_DURABILITY),
+                )
+                .await?
+            }
+            "master_only" => {
+                measured(
+                    &probe,
+                    "cluster-rwlock, MasterOnly",
+                    secs,
+                    ours(&seeds, secs, &tag, TASKS, Durability::MasterOnly),
+                )
+                .await?
+            }
+            "rslock" => {
+                measured(
+                    &probe,
+                    "rslock 0.7",
+                    secs,
+                    rslock_rate(&seeds, secs, &tag, TASKS),
+                )
+                .await?
+            }
+            "rds_lock" => {
+                measured(
+                    &probe,
+                    "rds_lock 1.0",
+                    secs,
+                    rds_lock_rate(&seeds, secs, &tag),
+                )
+                .await?
+            }
+            "floor" => {
+                measured(
+                    &probe,
+                    "floor",
+                    secs,
+                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
+                )
+                .await?
+            }
+            "floor_confirmed" => {
+                measured(
+                    &probe,
+                    "floor, confirmed",
+                    secs,
+                    layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
+                )
+                .await?
+            }
+            other => {
+                return Err(format!(
                     "--only {other}: ours, master_only, rslock, rds_lock, floor or floor_confirmed"
                 )
-                .into()),
-            };
+                .into())
+            }
+        };
         let (cmd, cpu, client) = row.per_cycle;
         println!(
             "| {} | {:.0} | - | {cmd:.1} | {cpu:.1} | {client:.1} |",
