@@ -103,22 +103,9 @@ impl TwoPaths {
         }
     }
 
-    /// A grant of `mode` to `owner` on `key` by `scripts`, which must be granted: who else
-    /// it says was there.
+    /// A grant of `mode` to `owner` on `key` by `scripts`, an attempt of `intent`, which
+    /// must be granted: who else it says was there.
     async fn others(
-        &self,
-        scripts: &Scripts,
-        key: &str,
-        mode: Mode,
-        owner: &str,
-        hold: u64,
-    ) -> Others {
-        self.others_as(scripts, key, mode, owner, hold, Intent::Wait)
-            .await
-    }
-
-    /// As [`others`](Self::others), with the attempt's intent.
-    async fn others_as(
         &self,
         scripts: &Scripts,
         key: &str,
@@ -262,7 +249,8 @@ async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_pa
     // a lone writer: nobody else
     for (scripts, key) in both {
         assert_eq!(
-            t.others(scripts, key, Mode::Write, "owner-1", 1).await,
+            t.others(scripts, key, Mode::Write, "owner-1", 1, Intent::Wait)
+                .await,
             Others::Nobody,
             "{key}"
         );
@@ -284,12 +272,14 @@ async fn a_grant_says_when_others_hold_and_its_release_then_takes_the_general_pa
     // two readers: the second shares the lock
     for (scripts, key) in both {
         assert_eq!(
-            t.others(scripts, key, Mode::Read, "reader-1", 2).await,
+            t.others(scripts, key, Mode::Read, "reader-1", 2, Intent::Wait)
+                .await,
             Others::Nobody,
             "{key}"
         );
         assert_eq!(
-            t.others(scripts, key, Mode::Read, "reader-2", 3).await,
+            t.others(scripts, key, Mode::Read, "reader-2", 3, Intent::Wait)
+                .await,
             Others::Present,
             "{key}"
         );
@@ -322,7 +312,8 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
     let mut snapshots = Vec::new();
     for (key, hint) in keys.iter().zip(hints) {
         assert_eq!(
-            t.others(s, key, Mode::Write, "owner-1", 1).await,
+            t.others(s, key, Mode::Write, "owner-1", 1, Intent::Wait)
+                .await,
             Others::Nobody
         );
         // two writers queue: tickets 0 and 1
@@ -337,7 +328,7 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
         let released = s.release(t.on(key), "owner-1", 1, Others::Nobody).await;
         assert_eq!(released.unwrap(), super::Released::Now);
         let taken = t
-            .others_as(s, key, Mode::Write, "owner-2", 2, Intent::WaitBusy)
+            .others(s, key, Mode::Write, "owner-2", 2, Intent::WaitBusy)
             .await;
         assert_eq!(
             taken,
