@@ -5,7 +5,7 @@ use super::*;
 /// A lane with no connection behind it: what it is handed, as it is handed.
 fn bare_lane() -> (Lane, mpsc::UnboundedReceiver<Vec<Job>>) {
     let (jobs, rx) = mpsc::unbounded_channel();
-    (Lane { jobs }, rx)
+    (Lane { jobs, turn: None }, rx)
 }
 
 #[tokio::test]
