@@ -10,12 +10,12 @@
 //! waiting) is sent by its caller's own task, so that its reply wakes the caller, not
 //! the lane's task and then the caller (two wake-ups fewer: what a caller that blocks a
 //! thread, as a Python thread does, pays most). Calls that come while a batch is on the
-//! wire wait for it and go together in the next, which the lane's task sends: `([ASKING] FCALL)... [WAIT n t]`, the `WAIT` when any
-//! of them asks for confirmation. `WAIT` confirms every write made before it on its
-//! connection, so one `WAIT` confirms the whole batch. Calls that are to share a batch
-//! (a multi-lock's attempts at its members) are built into a [`Gather`], then sent:
-//! each lane is handed its calls at once, and what a lane is handed at once is never
-//! split.
+//! wire wait for it and go together in the next, which the lane's task sends:
+//! `([ASKING] FCALL)... [WAIT n t]`, the `WAIT` when any of them asks for confirmation.
+//! `WAIT` confirms every write made before it on its connection, so one `WAIT` confirms
+//! the whole batch. Calls that are to share a batch (a multi-lock's attempts at its
+//! members) are built into a [`Gather`], then sent: each lane is handed its calls at
+//! once, and what a lane is handed at once is never split.
 //!
 //! # Why no connection proof is needed
 //! A `WAIT` sent on a NEW connection counts none of the writes made on the old one
