@@ -256,14 +256,12 @@ impl Lane {
         let count = calls.len();
         let (job, reply) = Job::new(asking, confirm, calls);
         if let Some(turn) = &self.turn {
-            // idle: nothing handed to the task and not taken, no batch on the wire (the
-            // task takes its jobs before it sends them, under the same turn)
-            if turn.queued.load(Ordering::Acquire) == 0 {
-                if let Ok(_sending) = turn.sending.try_lock() {
-                    if turn.queued.load(Ordering::Acquire) == 0 {
-                        send_jobs(&turn.client, vec![job], &turn.tally).await;
-                        return answer(reply, count).await;
-                    }
+            if let Ok(_sending) = turn.sending.try_lock() {
+                // idle: no batch on the wire, nothing handed to the task and not taken
+                // (the task takes its jobs under the same turn, then sends them)
+                if turn.queued.load(Ordering::Acquire) == 0 {
+                    send_jobs(&turn.client, vec![job], &turn.tally).await;
+                    return answer(reply, count).await;
                 }
             }
         }
@@ -398,8 +396,13 @@ fn closed() -> fred::error::Error {
 
 /// `count` replies that are all `e`.
 fn failed(count: usize, e: fred::error::Error) -> Batch {
+    unconfirmed((0..count).map(|_| Err(e.clone())).collect())
+}
+
+/// A batch of `replies` with no confirmation sent.
+fn unconfirmed(replies: Vec<Reply>) -> Batch {
     Batch {
-        replies: (0..count).map(|_| Err(e.clone())).collect(),
+        replies,
         acked: None,
         attached: None,
         listed: Vec::new(),
@@ -459,21 +462,11 @@ fn attached_replicas(info: &str) -> Option<u32> {
 
 async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
     let confirm = combined(&jobs);
-    if let [job] = jobs.as_mut_slice() {
+    if let [job] = jobs.as_slice() {
         if confirm.is_none() && !job.asking && job.calls.len() == 1 {
-            // one call, nothing to confirm: the command alone, no pipeline around it
-            let call = job.calls.pop().unwrap_or_default();
-            let reply: Reply = client.custom(command("FCALL"), call).await;
-            let batch = Batch {
-                replies: vec![reply],
-                acked: None,
-                attached: None,
-                listed: Vec::new(),
-            };
             if let Some(job) = jobs.pop() {
-                let _ = job.done.send(batch);
+                return send_alone(client, job).await;
             }
-            return;
         }
     }
     let pipeline = client.pipeline();
@@ -587,6 +580,13 @@ async fn send_jobs(client: &Client, mut jobs: Vec<Job>, tally: &Tally) {
         // what a wait that runs out of time meanwhile says (see `Tally::short_since`)
         *crate::mutex::lock(&tally.short) = fell_short.map(|u| (Instant::now(), u));
     }
+}
+
+/// A job of one call with nothing to confirm: the command alone, no pipeline around it.
+async fn send_alone(client: &Client, mut job: Job) {
+    let call = job.calls.pop().unwrap_or_default();
+    let reply: Reply = client.custom(command("FCALL"), call).await;
+    let _ = job.done.send(unconfirmed(vec![reply]));
 }
 
 /// The text of a reply of `INFO replication`.

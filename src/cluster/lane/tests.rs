@@ -48,12 +48,7 @@ async fn a_gathered_batch_goes_whole_to_each_lane_however_its_calls_came() {
     gather.flush();
     // the callers are answered as their batches are
     for job in got {
-        let _ = job.done.send(Batch {
-            replies: Vec::new(),
-            acked: None,
-            attached: None,
-            listed: Vec::new(),
-        });
+        let _ = job.done.send(unconfirmed(Vec::new()));
     }
     assert!(late.await.is_ok());
     for t in [first, second, third] {
