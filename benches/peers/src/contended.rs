@@ -11,6 +11,41 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::BoxError;
+use fred::clients::SubscriberClient;
+
+/// `B2_SPY=1`: a subscriber of its own to `channel` on `master`, which times each
+/// release message's arrival (the time from the release call to its message, beside
+/// B2's).
+async fn spy(master: Option<&str>, channel: &str) -> Result<Option<SubscriberClient>, BoxError> {
+    let (Some(master), Ok(_)) = (master, std::env::var("B2_SPY")) else {
+        return Ok(None);
+    };
+    let sub = Builder::from_config(Config::from_url(&format!("redis://{master}"))?)
+        .build_subscriber_client()?;
+    sub.init().await?;
+    sub.ssubscribe(channel.to_string()).await?;
+    Ok(Some(sub))
+}
+
+/// The arrival of the next message `spy` gets, timed in a task of its own.
+fn spy_next(spy: &Option<SubscriberClient>) -> Option<tokio::task::JoinHandle<Option<Instant>>> {
+    let mut rx = spy.as_ref()?.message_rx();
+    Some(tokio::spawn(async move {
+        rx.recv().await.ok().map(|_| Instant::now())
+    }))
+}
+
+/// Prints the spy's p50 (ms from the release call to its message).
+fn spy_report(who: &str, mut at: Vec<f64>) {
+    if at.is_empty() {
+        return;
+    }
+    at.sort_by(f64::total_cmp);
+    eprintln!(
+        "B2 spy {who}: release call to message p50 {:.3} ms",
+        pct(&at, 50.0)
+    );
+}
 
 /// The `p`th percentile of `sorted`.
 pub(crate) fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -39,12 +74,15 @@ pub(crate) async fn b2_ours(
     prefix: &str,
     durability: Durability,
     count: usize,
+    master: Option<&str>,
 ) -> Result<Vec<f64>, BoxError> {
     let (a, b) = (
         client(seeds, prefix, durability).await?,
         client(seeds, prefix, durability).await?,
     );
     let locks = [a.rwlock("handoff")?, b.rwlock("handoff")?];
+    let spy = spy(master, locks[0].channel()).await?;
+    let mut heard = Vec::new();
     locks[0].write().await?.release().await?; // warm-up: subscriptions, scripts
     locks[1].write().await?.release().await?;
     let mut holder = locks[0].write().await?;
@@ -55,16 +93,103 @@ pub(crate) async fn b2_ours(
             let g = waiter.write().await;
             (Instant::now(), g)
         });
+        let spied = spy_next(&spy);
         tokio::time::sleep(Duration::from_millis(5)).await;
         let t0 = Instant::now();
         holder.release().await?;
         let (t1, g) = task.await?;
         holder = g?;
         latencies.push((t1 - t0).as_secs_f64() * 1000.0);
+        if let Some(Ok(Some(t))) = match spied {
+            Some(h) => Some(h.await),
+            None => None,
+        } {
+            heard.push((t - t0).as_secs_f64() * 1000.0);
+        }
     }
+    spy_report(&format!("{durability:?}"), heard);
     holder.release().await?;
     a.close().await;
     b.close().await;
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
+/// B2's floor: the same hand-off with no logic around it, through fred, as B2 times
+/// ours (a holder's call that hands the lock over and publishes on the key's channel,
+/// `floor_hand_over`; the waiter, subscribed to that channel on the slot's master,
+/// reading fred's messages itself and then making one call, `floor_take`; the two
+/// clients taking turns): what any lock that wakes its waiter by a message and takes the
+/// lock with one call could do through this client. Ms, sorted.
+pub(crate) async fn b2_floor(
+    seeds: &[String],
+    master: &str,
+    tag: &str,
+    count: usize,
+) -> Result<Vec<f64>, BoxError> {
+    let key = format!("{tag}:{{handoff-floor}}");
+    let channel = format!("{key}:released");
+    let calls = [
+        crate::uncontended::cluster_client(&seeds[0]).await?,
+        crate::uncontended::cluster_client(&seeds[0]).await?,
+    ];
+    crate::uncontended::load_floor(&calls[0]).await?;
+    let mut subs = Vec::new();
+    for _ in 0..2 {
+        let sub = Builder::from_config(Config::from_url(&format!("redis://{master}"))?)
+            .build_subscriber_client()?;
+        sub.init().await?;
+        sub.ssubscribe(channel.clone()).await?;
+        subs.push(sub);
+    }
+    let spy = spy(Some(master), &channel).await?;
+    let mut heard = Vec::new();
+    let mut latencies = Vec::with_capacity(count);
+    for i in 0..count {
+        let (holder, waiter) = (i % 2, (i + 1) % 2);
+        let spied = spy_next(&spy);
+        let name = format!("w{waiter}");
+        let mut messages = subs[waiter].message_rx();
+
+        let take = calls[waiter].clone();
+        let (k, ch, who) = (key.clone(), channel.clone(), name.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                match messages.recv().await {
+                    Ok(m) if &*m.channel == ch.as_str() => break,
+                    Ok(_) => continue,
+                    Err(e) => return Err(format!("the floor's waiter: {e}")),
+                }
+            }
+            let r: Result<Value, _> = take.fcall("floor_take", vec![k], vec![who]).await;
+            r.map(|_| Instant::now()).map_err(|e| e.to_string())
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let t0 = Instant::now();
+        let _: Value = calls[holder]
+            .fcall(
+                "floor_hand_over",
+                vec![key.clone()],
+                vec![name, i.to_string()],
+            )
+            .await?;
+        let t1 = task.await??;
+        latencies.push((t1 - t0).as_secs_f64() * 1000.0);
+        if let Some(Ok(Some(t))) = match spied {
+            Some(h) => Some(h.await),
+            None => None,
+        } {
+            heard.push((t - t0).as_secs_f64() * 1000.0);
+        }
+    }
+    spy_report("floor", heard);
+    let _: Result<i64, _> = calls[0].del(&key).await;
+    for sub in &subs {
+        let _ = sub.quit().await;
+    }
+    for c in &calls {
+        let _ = c.quit().await;
+    }
     latencies.sort_by(f64::total_cmp);
     Ok(latencies)
 }

@@ -17,8 +17,11 @@
 //!
 //! Then, in the same run: B1-single, one task's acquire + release (p50 / p99), for
 //! cluster-rwlock in both durabilities, rslock and the floor; B2, the hand-off latency between two clients (p50 / p99), for
-//! cluster-rwlock in both durabilities and for python-redis-lock (`handoff_peer.py`, when
-//! Python has the package); and B4, the commands the masters run per
+//! cluster-rwlock in both durabilities, for its floor (the same hand-off with no logic:
+//! a call that publishes on the key's channel, a waiter that reads fred's messages
+//! itself and makes one call) and for python-redis-lock (`handoff_peer.py`, when
+//! Python has the package; `B2_SPY=1` adds, on standard error, the time from the release
+//! call to its message at a subscriber of its own); and B4, the commands the masters run per
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
@@ -330,6 +333,15 @@ async fn python_redis_lock_b2(ranges: &[(u16, u16, String)], count: usize) {
     }
 }
 
+/// The address of the master that serves `key`'s slot.
+fn master_of<'a>(ranges: &'a [(u16, u16, String)], key: &[u8]) -> Option<&'a str> {
+    let slot = key_slot(key);
+    ranges
+        .iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .map(|r| r.2.as_str())
+}
+
 /// B2 and B4 (see the crate's docs), printed as tables and JSON lines.
 async fn handoff_and_contention(
     seeds: &[String],
@@ -338,18 +350,32 @@ async fn handoff_and_contention(
     secs: Duration,
 ) -> Result<(), BoxError> {
     let count = (secs.as_secs() as usize * 40).clamp(20, 200);
+    let ranges = ranges_of(seeds).await?;
     println!("\n| B2 hand-off, {count} each | p50 ms | p99 ms |\n|---|---|---|");
     for (who, durability, prefix) in [
         ("cluster-rwlock", DEFAULT_DURABILITY, "h"),
         ("cluster-rwlock, MasterOnly", Durability::MasterOnly, "hm"),
         ("cluster-rwlock (again)", DEFAULT_DURABILITY, "h2"),
     ] {
-        let l = contended::b2_ours(seeds, &format!("{tag}{prefix}"), durability, count).await?;
+        let l = contended::b2_ours(
+            seeds,
+            &format!("{tag}{prefix}"),
+            durability,
+            count,
+            master_of(&ranges, b"{handoff}"),
+        )
+        .await?;
         let (p50, p99) = (contended::pct(&l, 50.0), contended::pct(&l, 99.0));
         println!("| {who} | {p50:.2} | {p99:.2} |");
         println!(r#"{{"bench":"B2-peers","who":"{who}","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
     }
-    let ranges = ranges_of(seeds).await?;
+    if let Some(master) = master_of(&ranges, b"{handoff-floor}") {
+        let who = "the floor (the same calls, no logic)";
+        let l = contended::b2_floor(seeds, master, tag, count).await?;
+        let (p50, p99) = (contended::pct(&l, 50.0), contended::pct(&l, 99.0));
+        println!("| {who} | {p50:.2} | {p99:.2} |");
+        println!(r#"{{"bench":"B2-peers","who":"floor","p50_ms":{p50:.3},"p99_ms":{p99:.3}}}"#);
+    }
     python_redis_lock_b2(&ranges, count).await;
     let masters = probe.masters();
     let name = format!("{tag}:contended");

@@ -195,14 +195,8 @@ pub(crate) async fn layout_floor_confirmed(
     floor_cycles(seeds, secs, tag, tasks, true).await
 }
 
-async fn floor_cycles(
-    seeds: &[String],
-    secs: Duration,
-    tag: &str,
-    tasks: usize,
-    confirmed: bool,
-) -> Result<f64, BoxError> {
-    let fred = cluster_client(&seeds[0]).await?;
+/// Loads [`FLOOR_LIBRARY`] on every master (again: it replaces itself).
+pub(crate) async fn load_floor(fred: &Client) -> Result<(), BoxError> {
     for node in fred
         .cached_cluster_state()
         .map(|s| s.unique_primary_nodes())
@@ -213,6 +207,18 @@ async fn floor_cycles(
             .function_load(true, FLOOR_LIBRARY)
             .await?;
     }
+    Ok(())
+}
+
+async fn floor_cycles(
+    seeds: &[String],
+    secs: Duration,
+    tag: &str,
+    tasks: usize,
+    confirmed: bool,
+) -> Result<f64, BoxError> {
+    let fred = cluster_client(&seeds[0]).await?;
+    load_floor(&fred).await?;
     let (client, tag) = (fred.clone(), tag.to_string());
     let rate = drive_n(tasks, secs, move |i| {
         let fred = client.clone();
