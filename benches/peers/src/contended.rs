@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster_rwlock::{Durability, LockClient, LockConfig};
+use fred::clients::SubscriberClient;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::BoxError;
-use fred::clients::SubscriberClient;
 
 /// `B2_SPY=1`: a subscriber of its own to `channel` on `master`, which times each
 /// release message's arrival (the time from the release call to its message, beside
@@ -150,7 +150,6 @@ pub(crate) async fn b2_floor(
         let spied = spy_next(&spy);
         let name = format!("w{waiter}");
         let mut messages = subs[waiter].message_rx();
-
         let take = calls[waiter].clone();
         let (k, ch, who) = (key.clone(), channel.clone(), name.clone());
         let task = tokio::spawn(async move {
