@@ -20,11 +20,16 @@ async fn spy(master: Option<&str>, channel: &str) -> Result<Option<SubscriberCli
     let (Some(master), Ok(_)) = (master, std::env::var("B2_SPY")) else {
         return Ok(None);
     };
+    Ok(Some(subscribed(master, channel).await?))
+}
+
+/// A subscriber connection to `master`, subscribed to the sharded `channel`.
+async fn subscribed(master: &str, channel: &str) -> Result<SubscriberClient, BoxError> {
     let sub = Builder::from_config(Config::from_url(&format!("redis://{master}"))?)
         .build_subscriber_client()?;
     sub.init().await?;
     sub.ssubscribe(channel.to_string()).await?;
-    Ok(Some(sub))
+    Ok(sub)
 }
 
 /// The arrival of the next message `spy` gets, timed in a task of its own.
@@ -33,6 +38,15 @@ fn spy_next(spy: &Option<SubscriberClient>) -> Option<tokio::task::JoinHandle<Op
     Some(tokio::spawn(async move {
         rx.recv().await.ok().map(|_| Instant::now())
     }))
+}
+
+/// When the message `spied` waited for came, in ms after `t0` (`None` without a spy).
+async fn heard(
+    spied: Option<tokio::task::JoinHandle<Option<Instant>>>,
+    t0: Instant,
+) -> Option<f64> {
+    let at = spied?.await.ok()??;
+    Some((at - t0).as_secs_f64() * 1000.0)
 }
 
 /// Prints the spy's p50 (ms from the release call to its message).
@@ -82,7 +96,7 @@ pub(crate) async fn b2_ours(
     );
     let locks = [a.rwlock("handoff")?, b.rwlock("handoff")?];
     let spy = spy(master, locks[0].channel()).await?;
-    let mut heard = Vec::new();
+    let mut heard_at = Vec::new();
     locks[0].write().await?.release().await?; // warm-up: subscriptions, scripts
     locks[1].write().await?.release().await?;
     let mut holder = locks[0].write().await?;
@@ -100,14 +114,9 @@ pub(crate) async fn b2_ours(
         let (t1, g) = task.await?;
         holder = g?;
         latencies.push((t1 - t0).as_secs_f64() * 1000.0);
-        if let Some(Ok(Some(t))) = match spied {
-            Some(h) => Some(h.await),
-            None => None,
-        } {
-            heard.push((t - t0).as_secs_f64() * 1000.0);
-        }
+        heard_at.extend(heard(spied, t0).await);
     }
-    spy_report(&format!("{durability:?}"), heard);
+    spy_report(&format!("{durability:?}"), heard_at);
     holder.release().await?;
     a.close().await;
     b.close().await;
@@ -134,16 +143,12 @@ pub(crate) async fn b2_floor(
         crate::uncontended::cluster_client(&seeds[0]).await?,
     ];
     crate::uncontended::load_floor(&calls[0]).await?;
-    let mut subs = Vec::new();
-    for _ in 0..2 {
-        let sub = Builder::from_config(Config::from_url(&format!("redis://{master}"))?)
-            .build_subscriber_client()?;
-        sub.init().await?;
-        sub.ssubscribe(channel.clone()).await?;
-        subs.push(sub);
-    }
+    let subs = [
+        subscribed(master, &channel).await?,
+        subscribed(master, &channel).await?,
+    ];
     let spy = spy(Some(master), &channel).await?;
-    let mut heard = Vec::new();
+    let mut heard_at = Vec::new();
     let mut latencies = Vec::with_capacity(count);
     for i in 0..count {
         let (holder, waiter) = (i % 2, (i + 1) % 2);
@@ -174,14 +179,9 @@ pub(crate) async fn b2_floor(
             .await?;
         let t1 = task.await??;
         latencies.push((t1 - t0).as_secs_f64() * 1000.0);
-        if let Some(Ok(Some(t))) = match spied {
-            Some(h) => Some(h.await),
-            None => None,
-        } {
-            heard.push((t - t0).as_secs_f64() * 1000.0);
-        }
+        heard_at.extend(heard(spied, t0).await);
     }
-    spy_report("floor", heard);
+    spy_report("floor", heard_at);
     let _: Result<i64, _> = calls[0].del(&key).await;
     for sub in &subs {
         let _ = sub.quit().await;

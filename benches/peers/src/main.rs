@@ -299,12 +299,7 @@ async fn single_task(seeds: &[String], tag: &str, secs: Duration) -> Result<(), 
 /// Python has it; a line saying why not otherwise.
 async fn python_redis_lock_b2(ranges: &[(u16, u16, String)], count: usize) {
     let who = "python-redis-lock 4";
-    let slot = key_slot(b"{b2peer}");
-    let Some((host, port)) = ranges
-        .iter()
-        .find(|(a, b, _)| (*a..=*b).contains(&slot))
-        .and_then(|r| r.2.rsplit_once(':'))
-    else {
+    let Some((host, port)) = master_of(ranges, b"{b2peer}").and_then(|m| m.rsplit_once(':')) else {
         println!("| {who} | no master for its slot | |");
         return;
     };
