@@ -4,7 +4,8 @@
 -- dialect Redis embeds, against a fake keyspace (hashes in Lua tables; a clock that
 -- moves 1 ms per TIME), through the steps of a contended hand-off as
 -- benches/script_cost.py sends them: owner-1 holds (the fast path), owner-2 and owner-3
--- queue, owner-1's release hands the lock to owner-2, owner-2 takes it without the clock,
+-- queue, owner-1's release (its grant said nobody else was there, as B2's holder's does)
+-- hands the lock to owner-2, owner-2 takes it without the clock,
 -- owner-2's release (told the queue's head) hands it to owner-3. Prints the time of
 -- each step (hot: the same steps on fresh keys, N times) and, per sequence, the calls
 -- of the string library and `tonumber` the functions make (C functions, which a Lua
@@ -85,7 +86,7 @@ local steps = {
   {'owner-1 acquires (fast path)', 'rwlock4_acquire', 'w', 'owner-1', '1', '30000', '1', '1', '1'},
   {'owner-2 queues', 'rwlock4_acquire', 'w', 'owner-2', '2', '30000', '1', '1', '1'},
   {'owner-3 queues', 'rwlock4_acquire', 'w', 'owner-3', '3', '30000', '1', '1', '1'},
-  {'owner-1 releases: hands over', 'rwlock4_release', 'owner-1', '1', '1'},
+  {'owner-1 releases: hands over', 'rwlock4_release', 'owner-1', '1'},
   {'owner-2 takes (no clock)', 'rwlock4_acquire', 'w', 'owner-2', '2', '30000', '3', '2', '1'},
   {'owner-2 releases (told t:1)', 'rwlock4_release', 'owner-2', '2', '1', 't:1'},
 }

@@ -91,6 +91,11 @@ impl Bug {
                     "      local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))",
                     "      HANDING = true\n      local f = grant(o, nil, 'w', q.id, math.min(q.lease, q.deadline - now))\n      HANDING = false",
                 ),
+                // the release's fast path hands over as well (fast_release.lua)
+                (
+                    "  local f = fmt(fence_after(fence + 0, now_us))",
+                    "  local f = fmt(fence + 0)",
+                ),
             ],
             Bug::RenewWithoutOwnerCheck => &[(
                 "      if e == nil then\n        out[i] = ''",

@@ -245,4 +245,65 @@ mod tests {
             Reply::Array(vec![Reply::Int(-3), Reply::Bulk("string".into())])
         );
     }
+    /// A contended hand-off runs on the fast paths: the release of a lone hold that hands
+    /// the lock to the writer first in line (told nothing, and told the queue's head) and
+    /// that writer's take without the clock never reach the general path's begin(),
+    /// which this library fails while `__no_general` is set.
+    #[test]
+    fn a_contended_hand_off_takes_the_fast_paths() {
+        let begin = "local function begin(keys, argv, owner_arg, clock_later, ticket)\n";
+        let text = cluster_rwlock::operator::library::TEXT;
+        assert_eq!(text.matches(begin).count(), 1);
+        let poisoned = text.replace(
+            begin,
+            &format!("{begin}  if __no_general then error('the general path') end\n"),
+        );
+        let e = Engine::load(&poisoned).unwrap();
+        let general = |on: bool| e.lua.globals().set("__no_general", on).unwrap();
+        let mut c = call(1_700_000_000_000);
+        let key = "rwlock:{h}";
+        let owners = ["a/0:1", "b/0:1", "c/0:1"];
+        let acquire = |c: &mut Call, who: usize, args: &[&str]| {
+            let mut all = vec!["w", owners[who], "1", "3000"];
+            all.extend_from_slice(args);
+            e.fcall(c, "rwlock4_acquire", &[key], &all)
+        };
+        assert_eq!(
+            acquire(&mut c, 0, &["1", "2", "1"]).at(0),
+            Some(&Reply::Int(1))
+        );
+        for who in [1, 2] {
+            assert_eq!(
+                acquire(&mut c, who, &["1", "2", "1"]).at(0),
+                Some(&Reply::Int(0))
+            );
+        }
+        general(true);
+        c.now_ms += 5;
+        // a's grant said nobody else was there: its release is told nothing
+        let released = e.fcall(&mut c, "rwlock4_release", &[key], &[owners[0], "1"]);
+        assert_eq!(released, Reply::Array(vec![Reply::Int(1)]), "{released}");
+        assert!(c.published.iter().any(|(_, m)| m.starts_with("g b/0:1 1 ")));
+        let taken = acquire(&mut c, 1, &["3", "2", "1"]);
+        assert_eq!(taken.at(0), Some(&Reply::Int(1)), "{taken}");
+        assert_eq!(taken.at(2), Some(&Reply::Bulk("t:1".into())), "{taken}");
+        // b's release, told the head, hands the lock to c
+        let released = e.fcall(
+            &mut c,
+            "rwlock4_release",
+            &[key],
+            &[owners[1], "1", "1", "t:1"],
+        );
+        assert_eq!(released, Reply::Array(vec![Reply::Int(1)]), "{released}");
+        assert!(c.published.iter().any(|(_, m)| m.starts_with("g c/0:1 1 ")));
+        let taken = acquire(&mut c, 2, &["3", "2", "1"]);
+        assert_eq!(taken.at(0), Some(&Reply::Int(1)), "{taken}");
+        assert_eq!(taken.at(2), Some(&Reply::Int(0)), "{taken}");
+        // and the poison works: a call the fast paths do not take fails
+        let queued = acquire(&mut c, 0, &["1", "1", "1"]);
+        assert!(
+            matches!(queued, Reply::Error(ref m) if m.contains("the general path")),
+            "{queued}"
+        );
+    }
 }

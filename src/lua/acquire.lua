@@ -44,7 +44,9 @@
 --   {-3, type}, {-4, field}: see lib
 local function acquire(KEYS, ARGV)
   if not GENERAL_ONLY then
-    local fast = fast_acquire(KEYS, ARGV)
+    local fast = nil
+    if ARGV[6] == '2' then fast = fast_take(KEYS, ARGV) end
+    if fast == nil then fast = fast_acquire(KEYS, ARGV) end
     if fast then return fast end
   end
   local unclocked = ARGV[6] == '2'

@@ -36,8 +36,11 @@ local LAYOUT = '4'
 -- names the queue's head ticket field in a grant's hint when the caller asks (acquire's
 -- ARGV[7]), and a release given it back (its ARGV[4]) reads that field with the summary:
 -- one server command less per contended hand-off. Its replies to callers that do not
--- ask are revision 8's.
-local REVISION = 9
+-- ask are revision 8's. Revision 10 replies and writes exactly as revision 9 does, with
+-- fast paths for a contended hand-off: a release of the summary's lone hold that hands
+-- the lock to the writer first in line (fast_release.lua), and that writer's take
+-- (fast_take.lua), each without the general path's parsing.
+local REVISION = 10
 -- How long a lock's hash outlives its last deadline (ms), kept as a tombstone that
 -- holds only the summary once nobody holds or waits: the last fence is remembered that
 -- long, so that the next one is above it even on a master whose clock is behind (by
@@ -72,11 +75,15 @@ local PUBLISH = 'spublish'
 -- 'u'): an uncontended grant and release each write the summary alone.
 -- SUMMARY parses any; the fast paths match only the shapes they handle, in one step:
 -- TOMBSTONE, nobody holds (0), no deadline, no reader group: fence, qh, qt, ex;
--- LONE, one owner holds one hold, kept in the summary, no reader group: fence, qh, qt,
--- ex, the hold's id, the owner (the fast paths also need an empty queue, qh = qt).
+-- LONE, one owner holds one hold, kept in the summary, no reader group: fence, dl, du,
+-- qh, qt, ex, the hold's id, the owner (the fast release: an empty queue, or a writer
+-- first in it to hand the lock to);
+-- HANDED, one owner holds one write hold, kept in the summary (as a hand-off leaves it):
+-- qh, qt, rg (checked by the caller), the hold's id and fence, the owner (the fast take).
 local SUMMARY = '^(%d+) (%S+) (%d+) (%S+) (%d+) (%d+) (%d+) (%S+) (%d+)(.*)$'
 local TOMBSTONE = '^4 (%d+) 0 %- %d+ (%d+) (%d+) %- (%d+)$'
-local LONE = '^4 (%d+) 1 %d+ %d+ (%d+) (%d+) %- (%d+) [rwu](%d+):%d+:%d+:%d+ (%S+)$'
+local LONE = '^4 (%d+) 1 (%d+) (%d+) (%d+) (%d+) %- (%d+) [rwu](%d+):%d+:%d+:%d+ (%S+)$'
+local HANDED = '^4 %d+ 1 %d+ %d+ (%d+) (%d+) (%S+) %d+ w(%d+):(%d+):%d+:%d+ (%S+)$'
 
 -- A hold, in an owner's entry 'o:<owner>' (holds separated by spaces) or at the end of
 -- the summary: '<r|w|u><id>:<fence>:<deadline-ms>:<lease-ms>', the lease being the one

@@ -55,6 +55,10 @@ local now, now_us
 -- Integers as digits: exact below 2^53, never in exponent notation ('%d' also costs far
 -- less than a float's '%.0f').
 local function fmt(n) return string.format('%d', n) end
+-- Whether digits `d` read from the hash are as fmt() writes them (no leading zero): a
+-- fast path names a field after digits it read only then, as the general path, which
+-- reads them as a number and writes them with fmt(), would name the same field.
+local function plain(d) return d == '0' or string.byte(d) ~= 48 end
 
 -- The server's clock, read once per call: now in ms and in µs. TIME's two replies are
 -- digits, which arithmetic reads as tonumber() would, without a function call (each

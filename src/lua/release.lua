@@ -4,7 +4,9 @@
 -- KEYS[1]  lock hash (its release channel is KEYS[1] .. ':released', same slot)
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id
--- ARGV[3]  '1': skip fast_release.lua (see there); optional
+-- ARGV[3]  '1': the grant said that others held or waited (fast_release.lua then reads
+--          the queue's head with the summary when ARGV[4] names it, and is skipped
+--          when it does not); optional
 -- ARGV[4]  (optional, with ARGV[3]) the queue's head ticket field its grant named,
 --          't:<ticket>' (acquire.lua's `others`): read with the summary, in the first
 --          read, as the head is most likely still there (a head that moved on since is

@@ -26,6 +26,8 @@ macro_rules! library_text {
             "\n",
             include_str!("../lua/fast_release.lua"),
             "\n",
+            include_str!("../lua/fast_take.lua"),
+            "\n",
             include_str!("../lua/acquire.lua"),
             "\n",
             include_str!("../lua/release.lua"),
@@ -52,7 +54,7 @@ macro_rules! library_text {
 }
 
 /// `REVISION` of `lua/layout.lua` (a unit test checks that they agree).
-pub(crate) const REVISION: i64 = 9;
+pub(crate) const REVISION: i64 = 10;
 
 /// `CLAIM_MS` of `lua/layout.lua`, the claim window of a hand-off (a unit test checks that
 /// they agree): a waiter that heard the lock handed to another looks again after it.

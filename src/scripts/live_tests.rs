@@ -353,22 +353,7 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
     }
     // (the handed hold's lease is what its place had left: a ms or two apart from key to
     // key, as the calls ran)
-    let handed = |s: &Snapshot| -> BTreeMap<String, String> {
-        s.0.iter()
-            .map(|(f, v)| {
-                let words: Vec<String> = v
-                    .split(' ')
-                    .map(|w| match w.rsplit_once(':') {
-                        Some((hold, lease)) if lease.parse::<u64>().is_ok() => {
-                            format!("{hold}:lease")
-                        }
-                        _ => w.to_string(),
-                    })
-                    .collect();
-                (f.clone(), words.join(" "))
-            })
-            .collect()
-    };
+    let handed = leases_masked;
     for (key, s) in keys.iter().zip(&snapshots).skip(1) {
         assert_eq!(
             handed(s),
@@ -384,6 +369,96 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
         snapshots[0].0
     );
     let _: i64 = t.node.del(keys.clone()).await.unwrap();
+    t.remove().await;
+}
+
+/// A snapshot's values with each hold's lease (the digits after its last ':') masked: a
+/// hold handed over has what its place had left, a ms or two apart from key to key.
+fn leases_masked(s: &Snapshot) -> BTreeMap<String, String> {
+    s.0.iter()
+        .map(|(f, v)| {
+            let words: Vec<String> = v
+                .split(' ')
+                .map(|w| match w.rsplit_once(':') {
+                    Some((hold, lease)) if lease.parse::<u64>().is_ok() => {
+                        format!("{hold}:lease")
+                    }
+                    _ => w.to_string(),
+                })
+                .collect();
+            (f.clone(), words.join(" "))
+        })
+        .collect()
+}
+
+/// A contended hand-off, step by step, with both script sets: the release that hands the
+/// lock over (told nobody else was there, and told the queue's head) and the take
+/// without the clock leave the same hash, TTL and replies on the fast paths
+/// (`fast_release.lua`, `fast_take.lua`) as on the general path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_and_general_paths_hand_over_alike() {
+    let t = TwoPaths::new("handoff").await;
+    let both = [(&t.fast, &t.fast_key), (&t.general, &t.general_key)];
+    let compare = |step: &str, (f, g): (Snapshot, Snapshot)| {
+        eprintln!("handoff: {step}: fast {f:?}, general {g:?}");
+        assert_eq!(leases_masked(&f), leases_masked(&g), "{step}: the hash");
+        assert!(
+            (f.1 - g.1).abs() < 1_000,
+            "{step}: TTLs {} and {}",
+            f.1,
+            g.1
+        );
+    };
+    for (scripts, key) in both {
+        let first = t
+            .others(scripts, key, Mode::Write, "owner-1", 1, Intent::Wait)
+            .await;
+        assert_eq!(first, Others::Nobody, "{key}");
+        // two writers queue: tickets 0 and 1
+        for (owner, hold) in [("owner-2", 2), ("owner-3", 3)] {
+            let busy = scripts
+                .acquire(t.on(key), Mode::Write, owner, hold, LEASE_MS, Intent::Wait)
+                .await
+                .unwrap();
+            assert!(matches!(busy, AttemptReply::Busy { .. }), "{key}: {busy:?}");
+        }
+    }
+    compare("queued", t.snapshots().await);
+    // owner-1's grant said nobody else was there: its release is told nothing
+    for (scripts, key) in both {
+        let released = scripts.release(t.on(key), "owner-1", 1, Others::Nobody);
+        assert_eq!(released.await.unwrap(), super::Released::Now, "{key}");
+    }
+    compare("handed to owner-2", t.snapshots().await);
+    // owner-2 takes it without the clock; owner-3 is the queue's head
+    for (scripts, key) in both {
+        let taken = t
+            .others(scripts, key, Mode::Write, "owner-2", 2, Intent::Take)
+            .await;
+        assert_eq!(taken, Others::Queued(1), "{key}");
+    }
+    compare("taken by owner-2", t.snapshots().await);
+    // owner-2's release, told the head, hands the lock to owner-3, who takes it
+    for (scripts, key) in both {
+        let released = scripts.release(t.on(key), "owner-2", 2, Others::Queued(1));
+        assert_eq!(released.await.unwrap(), super::Released::Now, "{key}");
+    }
+    compare("handed to owner-3", t.snapshots().await);
+    for (scripts, key) in both {
+        let taken = t
+            .others(scripts, key, Mode::Write, "owner-3", 3, Intent::Take)
+            .await;
+        assert_eq!(taken, Others::Nobody, "{key}");
+    }
+    compare("taken by owner-3", t.snapshots().await);
+    // nobody waits: the tombstone
+    for (scripts, key) in both {
+        let released = scripts.release(t.on(key), "owner-3", 3, Others::Nobody);
+        assert_eq!(released.await.unwrap(), super::Released::Now, "{key}");
+    }
+    let (f, g) = t.snapshots().await;
+    assert_eq!(f.0.len(), 1, "the summary alone: {f:?}");
+    compare("released", (f, g));
     t.remove().await;
 }
 
