@@ -11,7 +11,9 @@ node, no confirmation, no renewal unless asked) on the master of its key's slot.
 The Rust client's one-task B1 on the same cluster is printed beside, so that the cost of
 the binding itself shows. B2, hand-off: a holder holds, a waiter on another client (and thread) blocks in
 acquire; 5 ms later the holder releases; the time from the release call to the waiter's
-return (p50 and p99, ms). Prints a Markdown table and one JSON line per figure.
+return (p50 and p99, ms). The locks' hand-offs run in turns, a block of each in every
+one of ROUNDS rounds (the first lock of a round rotating), so that each sees the same
+minutes of a noisy machine. Prints a Markdown table and one JSON line per figure.
 python-redis-lock's rows need `pip install python-redis-lock`.
 """
 
@@ -29,6 +31,7 @@ import cluster_rwlock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 THREADS = 8
+ROUNDS = 10
 
 
 def pct(values, p):
@@ -81,9 +84,16 @@ def handoffs(acquire_a, acquire_b, count):
     return latencies
 
 
-def ours(seeds, seconds, count, durability):
+def ours(seeds, seconds, durability):
+    """B1 of the package, and B2's two holders (each acquire returns its release):
+    (one thread, THREADS threads, holders, close)."""
     tag = uuid.uuid4().hex[:8]
     clients = [cluster_rwlock.connect(seeds, durability=durability, client_name=f"bench-{i}") for i in range(2)]
+
+    def close():
+        for c in clients:
+            c.close()
+
     try:
         def make(i):
             lock = clients[0].rwlock(f"b1-{tag}-{i}")
@@ -92,14 +102,14 @@ def ours(seeds, seconds, count, durability):
         one = cycles_per_second(make, 1, seconds)
         many = cycles_per_second(make, THREADS, seconds)
         locks = [c.rwlock(f"b2-{tag}") for c in clients]
-        lat = handoffs(*[(lambda lock=lock: lock.write().release) for lock in locks], count)
-        return one, many, lat
-    finally:
-        for c in clients:
-            c.close()
+        return one, many, [(lambda lock=lock: lock.write().release) for lock in locks], close
+    except BaseException:
+        close()
+        raise
 
 
-def python_redis_lock(seeds, seconds, count):
+def python_redis_lock(seeds, seconds):
+    """As ours(); None without the package."""
     try:
         import redis
         import redis_lock
@@ -130,9 +140,19 @@ def python_redis_lock(seeds, seconds, count):
             return lock.release
         return acquire
 
-    lat = handoffs(acquirer(locks[0]), acquirer(locks[1]), count)
-    cluster.close()
-    return one, many, lat
+    return one, many, [acquirer(locks[0]), acquirer(locks[1])], cluster.close
+
+
+def interleaved(holders, count):
+    """B2 of each pair of `holders`, `count` hand-offs each, in ROUNDS rounds of a block
+    of each (the first of a round rotating): the latencies of each pair."""
+    lat = [[] for _ in holders]
+    per = max(1, count // ROUNDS)
+    for r in range(ROUNDS):
+        for k in range(len(holders)):
+            i = (r + k) % len(holders)
+            lat[i].extend(handoffs(*holders[i], per))
+    return lat
 
 
 def interop():
@@ -177,11 +197,18 @@ def main():
     testbed, seeds = (None, [args.url]) if args.url else start_testbed()
     try:
         rust = {d: rust_cycles(seeds, args.seconds, d) for d in ("all", "master")}
-        rows = [
-            ("cluster_rwlock (Python), default", ours(seeds, args.seconds, args.handoffs, "all")),
-            ("cluster_rwlock (Python), durability=\"master\"", ours(seeds, args.seconds, args.handoffs, "master")),
-            ("python-redis-lock 4", python_redis_lock(seeds, args.seconds, args.handoffs)),
+        setups = [
+            ("cluster_rwlock (Python), default", ours(seeds, args.seconds, "all")),
+            ("cluster_rwlock (Python), durability=\"master\"", ours(seeds, args.seconds, "master")),
+            ("python-redis-lock 4", python_redis_lock(seeds, args.seconds)),
         ]
+        present = [r for _, r in setups if r is not None]
+        try:
+            lats = iter(interleaved([r[2] for r in present], args.handoffs))
+        finally:
+            for r in present:
+                r[3]()
+        rows = [(who, None if r is None else (r[0], r[1], next(lats))) for who, r in setups]
     finally:
         if testbed:
             testbed.stdin.close()
