@@ -27,18 +27,22 @@
 -- Returns
 --   {1}   released (and handed over, if a writer was first in line); nil: not taken here
 
--- The lone hold of the summary `s` (LONE's captures: fence, dl, du, qh, qt, ex) goes,
+-- The lone hold of the summary `s` (LONE's captures: fence, lo and hi the deadline
+-- bounds, qh, qt, ex) goes,
 -- and the lock goes to the writer whose ticket field, the queue's head, holds `v`, as
 -- the general path's finish() hands it over (one owner, one write hold kept in the
 -- summary; the writer's place, below the head, carries the claim window). `releaser`:
 -- the owner giving its hold back. Returns {1}, or nil when the general path must decide
 -- (the field is not a live writer's, or the earliest deadline passed: prune's turn).
-local function hand_over(key, releaser, v, fence, dl, du, qh, qt, ex)
+local function hand_over(key, releaser, v, fence, lo, hi, qh, qt, ex)
   local o, d, id, lease = string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
   if o == nil or o == releaser then return nil end
   local now, now_us = server_time()
   -- (digits: arithmetic reads them, as in server_time)
-  d, dl, lease = d + 0, dl + 0, lease + 0
+  d, lease = d + 0, lease + 0
+  -- the call's deadline bounds, kept by deadline_set() as for the general path (whose
+  -- begin() sets them afresh for every call)
+  dl, du = lo + 0, hi + 0
   if d <= now or dl <= now then return nil end
   -- the hold lasts until the writer's place would have lapsed, at most a lease (grant()
   -- in finish()); the place carries the claim window
@@ -47,14 +51,11 @@ local function hand_over(key, releaser, v, fence, dl, du, qh, qt, ex)
   local until_ms, claim = now + left, now + CLAIM_MS
   if d < claim then claim = d end
   local f = fmt(fence_after(fence + 0, now_us))
-  -- the deadline bounds and the key's expiry, as deadline_set() and finish() keep them
-  local low, high = dl, du + 0
-  if until_ms < low then low = until_ms end
-  if claim < low then low = claim end
-  if until_ms > high then high = until_ms end
-  if claim > high then high = claim end
-  local expiry = expiry_for(high, now, ex + 0)
-  local summary = summary_text(f, '1', fmt(low), fmt(high), fmt(qh + 1), fmt(qt + 0), '-',
+  deadline_set(until_ms)
+  deadline_set(claim)
+  -- the key's expiry, as finish() keeps it
+  local expiry = expiry_for(du, now, ex + 0)
+  local summary = summary_text(f, '1', fmt(dl), fmt(du), fmt(qh + 1), fmt(qt + 0), '-',
     fmt(expiry or (ex + 0)), format_hold('w', id, f, until_ms, left), o)
   redis.call('HSET', key, 'q:' .. o, qh .. ' ' .. fmt(claim) .. ' ' .. id .. ' ' .. fmt(lease),
     's', summary)
@@ -76,8 +77,8 @@ local function fast_release(KEYS, ARGV)
     return nil
   end
   if type(s) ~= 'string' then return nil end
-  local fence, dl, du, qh, qt, ex, id, owner = string.match(s, LONE)
-  if fence == nil or id ~= ARGV[2] or owner ~= ARGV[1] or w or u then return nil end
+  local fence, lo, hi, qh, qt, ex, id, owner = string.match(s, LONE)
+  if fence == nil or id ~= ARGV[2] or owner ~= ARGV[1] then return nil end
   if qh == qt then
     -- (a release told that others held or waited goes the general way: places of a
     -- reader group passed by may be left for its prune; see acquire.lua's `others`)
@@ -93,11 +94,10 @@ local function fast_release(KEYS, ARGV)
   local head = 't:' .. qh
   if not told then
     local r = redis.call('HMGET', key, 'w', 'u', head)
-    if r[1] or r[2] then return nil end
-    v = r[3]
+    w, u, v = r[1], r[2], r[3]
   elseif ARGV[4] ~= head then
     return nil
   end
-  if type(v) ~= 'string' then return nil end
-  return hand_over(key, owner, v, fence, dl, du, qh, qt, ex)
+  if w or u or type(v) ~= 'string' then return nil end
+  return hand_over(key, owner, v, fence, lo, hi, qh, qt, ex)
 end

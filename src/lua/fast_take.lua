@@ -23,20 +23,15 @@ local function fast_take(KEYS, ARGV)
   if rg ~= '-' and not string.find(rg, '^%d+$') then return nil end
   -- its place: a writer's, under this hold id, that the queue's head passed (handed_place)
   local ticket, place_id = string.match(q, '^(%d+) %d+ (%d+) %d+$')
-  if ticket == nil or place_id ~= id or not plain(ticket) or ticket + 0 >= qh + 0 then
+  if ticket == nil or place_id ~= id or not plain(ticket) or not plain(qh)
+    or ticket + 0 >= qh + 0 then
     return nil
   end
   redis.call('HDEL', key, 'q:' .. owner, 't:' .. ticket)
   -- the grant's hint, as acquire.lua's others(): one owner holds, no upgrade waits
   local others = 0
   if qh + 0 < qt + 0 then
-    if ARGV[7] ~= '1' then
-      others = 1
-    elseif plain(qh) then
-      others = 't:' .. qh
-    else
-      others = 't:' .. fmt(qh + 0)
-    end
+    if ARGV[7] == '1' then others = 't:' .. qh else others = 1 end
   end
   return {1, fence, others, '-'}
 end
