@@ -14,6 +14,9 @@
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
+//! Then B1 in turns (`turns`): this lock in both durabilities, rslock and both floors,
+//! each connected once, run in slices of a quarter of `BENCH_SECONDS` taken in turns for
+//! `BENCH_ROUNDS` rounds (8), so that the ratios to the floor compare the same minutes.
 //!
 //! Then, in the same run: B1-single, one task's acquire + release (p50 / p99), for
 //! cluster-rwlock in both durabilities, rslock and the floor; B2, the hand-off latency between two clients (p50 / p99), for
@@ -25,7 +28,7 @@
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|floor_confirmed|single|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|floor_confirmed|turns|single|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -39,6 +42,7 @@ use cluster_rwlock_testkit::TestCluster;
 mod contended;
 mod drive;
 mod probe;
+mod turns;
 mod uncontended;
 
 use probe::{measured, Probe};
@@ -51,6 +55,20 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const TASKS: usize = 32;
 const WIDE: usize = 512;
+
+/// Rounds of B1 in turns: `BENCH_ROUNDS`, 8 by default.
+fn turn_rounds() -> usize {
+    std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8)
+        .max(1)
+}
+
+/// A row's slice in B1 in turns: a quarter of `BENCH_SECONDS`, at least 200 ms.
+fn turn_slice(secs: Duration) -> Duration {
+    (secs / 4).max(Duration::from_millis(200))
+}
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -77,6 +95,10 @@ async fn run() -> Result<(), BoxError> {
     if arg("--only").as_deref() == Some("contended") {
         // B2 and B4 alone
         return handoff_and_contention(&seeds, &probe, &tag, secs).await;
+    }
+    if arg("--only").as_deref() == Some("turns") {
+        // B1 in turns alone
+        return turns::b1_in_turns(&seeds, &probe, &tag, turn_rounds(), turn_slice(secs)).await;
     }
     if arg("--only").as_deref() == Some("single") {
         // B1-single alone
@@ -257,6 +279,7 @@ async fn run() -> Result<(), BoxError> {
         );
     }
     rows.clear();
+    turns::b1_in_turns(&seeds, &probe, &tag, turn_rounds(), turn_slice(secs)).await?;
     single_task(&seeds, &tag, secs).await?;
     handoff_and_contention(&seeds, &probe, &tag, secs).await
 }

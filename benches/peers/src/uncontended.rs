@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_rwlock::slot::key_slot;
-use cluster_rwlock::{Durability, LockClient, LockConfig};
+use cluster_rwlock::{Durability, LockClient, LockConfig, RwLock};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
@@ -19,26 +19,10 @@ pub(crate) async fn ours(
     tasks: usize,
     durability: Durability,
 ) -> Result<f64, BoxError> {
-    let mut config = LockConfig::cluster(seeds.to_vec())
-        .prefix(tag)
-        .durability(durability);
-    if let Some(n) = arg("--connections").and_then(|n| n.parse().ok()) {
-        config = config.connections(n);
-    }
-    let client = LockClient::connect(config).await?;
-    let locks: Arc<Vec<_>> = Arc::new(
-        (0..tasks)
-            .map(|i| client.rwlock(&format!("n{i}")))
-            .collect::<Result<_, _>>()?,
-    );
+    let (client, locks) = ours_locks(seeds, tag, tasks, durability).await?;
     let rate = drive_n(tasks, secs, move |i| {
         let locks = locks.clone();
-        async move {
-            match locks[i].write().await {
-                Ok(g) => g.release().await.is_ok(),
-                Err(_) => false,
-            }
-        }
+        async move { ours_once(&locks[i]).await }
     })
     .await;
     // how well batches gather: WAITs and round trips per acquire attempt
@@ -51,6 +35,35 @@ pub(crate) async fn ours(
     );
     client.close().await;
     Ok(rate)
+}
+
+/// A client of this lock (`durability`, `--connections` when given) and `tasks` locks
+/// named `n0`, `n1`, ... under `tag`.
+pub(crate) async fn ours_locks(
+    seeds: &[String],
+    tag: &str,
+    tasks: usize,
+    durability: Durability,
+) -> Result<(LockClient, Arc<Vec<RwLock>>), BoxError> {
+    let mut config = LockConfig::cluster(seeds.to_vec())
+        .prefix(tag)
+        .durability(durability);
+    if let Some(n) = arg("--connections").and_then(|n| n.parse().ok()) {
+        config = config.connections(n);
+    }
+    let client = LockClient::connect(config).await?;
+    let locks = (0..tasks)
+        .map(|i| client.rwlock(&format!("n{i}")))
+        .collect::<Result<_, _>>()?;
+    Ok((client, Arc::new(locks)))
+}
+
+/// One cycle of B1 on `lock`: write, release.
+pub(crate) async fn ours_once(lock: &RwLock) -> bool {
+    match lock.write().await {
+        Ok(g) => g.release().await.is_ok(),
+        Err(_) => false,
+    }
 }
 
 /// `(host:port)` of the master of every slot, from CLUSTER SLOTS.
@@ -118,28 +131,42 @@ pub(crate) async fn rslock_rate(
     tag: &str,
     tasks: usize,
 ) -> Result<f64, BoxError> {
-    let ranges = ranges_of(seeds).await?;
-    let mut managers = std::collections::HashMap::new();
-    let mut per_task = Vec::new();
-    for i in 0..tasks {
-        let name = format!("{tag}:n{i}");
-        per_task.push((rslock_manager(&ranges, &mut managers, &name)?, name));
-    }
-    let per_task = Arc::new(per_task);
+    let per_task = Arc::new(rslock_names(seeds, tag, tasks).await?);
     Ok(drive_n(tasks, secs, move |i| {
         let per_task = per_task.clone();
-        async move {
-            let (m, name) = &per_task[i];
-            match m.lock(name.as_bytes(), Duration::from_secs(30)).await {
-                Ok(l) => {
-                    m.unlock(&l).await;
-                    true
-                }
-                Err(_) => false,
-            }
-        }
+        async move { rslock_once(&per_task[i]).await }
     })
     .await)
+}
+
+/// rslock's managers and names for `tasks` tasks, each name sent to its slot's master.
+pub(crate) async fn rslock_names(
+    seeds: &[String],
+    tag: &str,
+    tasks: usize,
+) -> Result<Vec<RslockName>, BoxError> {
+    let ranges = ranges_of(seeds).await?;
+    let mut managers = std::collections::HashMap::new();
+    (0..tasks)
+        .map(|i| {
+            let name = format!("{tag}:n{i}");
+            Ok((rslock_manager(&ranges, &mut managers, &name)?, name))
+        })
+        .collect()
+}
+
+/// A name of rslock's and the manager of its slot's master.
+pub(crate) type RslockName = (Arc<rslock::LockManager>, String);
+
+/// One cycle of rslock's: lock (30 s), unlock.
+pub(crate) async fn rslock_once((m, name): &RslockName) -> bool {
+    match m.lock(name.as_bytes(), Duration::from_secs(30)).await {
+        Ok(l) => {
+            m.unlock(&l).await;
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 pub(crate) async fn rds_lock_rate(
@@ -221,55 +248,55 @@ async fn floor_cycles(
     load_floor(&fred).await?;
     let (client, tag) = (fred.clone(), tag.to_string());
     let rate = drive_n(tasks, secs, move |i| {
-        let fred = client.clone();
-        let key = format!("{tag}:{{n{i}}}");
-        async move {
-            let owner = format!("owner-{i}");
-            let args = vec![
-                "w".into(),
-                owner.clone(),
-                "1".into(),
-                "30000".into(),
-                "1".into(),
-            ];
-            let a: Result<Value, _> = if confirmed {
-                let pipeline = fred.pipeline();
-                let _: Result<(), _> = pipeline
-                    .fcall("floor_acquire", vec![key.clone()], args)
-                    .await;
-                let wait = CustomCommand::new_static(
-                    "WAIT",
-                    ClusterHash::Custom(key_slot(key.as_bytes())),
-                    false,
-                );
-                let _: Result<(), _> = pipeline.custom(wait, vec![1, 500]).await;
-                let replies: Result<Vec<Value>, _> = pipeline.all().await;
-                match replies {
-                    Ok(r) if r.get(1) == Some(&Value::Integer(1)) => Ok(r[0].clone()),
-                    Ok(r) => Err(fred::error::Error::new(
-                        fred::error::ErrorKind::Unknown,
-                        format!("not confirmed: {r:?}"),
-                    )),
-                    Err(e) => Err(e),
-                }
-            } else {
-                fred.fcall("floor_acquire", vec![key.clone()], args).await
-            };
-            let r: Result<Value, _> = fred
-                .fcall("floor_release", vec![key], vec![owner, "1".to_string()])
-                .await;
-            if let Some(e) = a.as_ref().err().or(r.as_ref().err()) {
-                // a row of zeros says why
-                if i == 0 {
-                    eprintln!("floor: {e}");
-                }
-            }
-            a.is_ok() && r.is_ok()
-        }
+        let (fred, key) = (client.clone(), format!("{tag}:{{n{i}}}"));
+        async move { floor_once(&fred, key, i, confirmed).await }
     })
     .await;
     let _ = fred.quit().await;
     Ok(rate)
+}
+
+/// One cycle of the floor's on `key` (task `i`): [`FLOOR_LIBRARY`]'s acquire, with
+/// `WAIT 1 500` in its pipeline when `confirmed`, and its release.
+pub(crate) async fn floor_once(fred: &Client, key: String, i: usize, confirmed: bool) -> bool {
+    let owner = format!("owner-{i}");
+    let args = vec![
+        "w".into(),
+        owner.clone(),
+        "1".into(),
+        "30000".into(),
+        "1".into(),
+    ];
+    let a: Result<Value, _> = if confirmed {
+        let pipeline = fred.pipeline();
+        let _: Result<(), _> = pipeline
+            .fcall("floor_acquire", vec![key.clone()], args)
+            .await;
+        let wait =
+            CustomCommand::new_static("WAIT", ClusterHash::Custom(key_slot(key.as_bytes())), false);
+        let _: Result<(), _> = pipeline.custom(wait, vec![1, 500]).await;
+        let replies: Result<Vec<Value>, _> = pipeline.all().await;
+        match replies {
+            Ok(r) if r.get(1) == Some(&Value::Integer(1)) => Ok(r[0].clone()),
+            Ok(r) => Err(fred::error::Error::new(
+                fred::error::ErrorKind::Unknown,
+                format!("not confirmed: {r:?}"),
+            )),
+            Err(e) => Err(e),
+        }
+    } else {
+        fred.fcall("floor_acquire", vec![key.clone()], args).await
+    };
+    let r: Result<Value, _> = fred
+        .fcall("floor_release", vec![key], vec![owner, "1".to_string()])
+        .await;
+    if let Some(e) = a.as_ref().err().or(r.as_ref().err()) {
+        // a row of zeros says why
+        if i == 0 {
+            eprintln!("floor: {e}");
+        }
+    }
+    a.is_ok() && r.is_ok()
 }
 
 /// A trivial EVALSHA from the same tasks, one round trip each (or `batch` calls per
