@@ -163,13 +163,7 @@ fn print_table(sums: &[Sums; ROWS.len()], ratios: &[(f64, f64)], rounds: usize, 
         );
     }
     let range = |f: fn(&(f64, f64)) -> f64| {
-        let v: Vec<f64> = ratios.iter().map(f).collect();
-        let (lo, hi) = v
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-        let mut sorted = v.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        let (lo, hi, median) = spread(ratios.iter().map(f).collect());
         format!("{lo:.2}-{hi:.2} (median {median:.2})")
     };
     println!(
@@ -177,4 +171,52 @@ fn print_table(sums: &[Sums; ROWS.len()], ratios: &[(f64, f64)], rounds: usize, 
         range(|r| r.0),
         range(|r| r.1)
     );
+}
+
+/// The lowest, the highest and the median (the upper one of an even count) of `values`;
+/// zeros when there are none.
+fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    match (values.first(), values.last()) {
+        (Some(lo), Some(hi)) => (*lo, *hi, values[values.len() / 2]),
+        _ => (0.0, 0.0, 0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spread_is_its_extremes_and_its_middle() {
+        assert_eq!(spread(vec![0.9, 0.7, 1.1]), (0.7, 1.1, 0.9));
+        assert_eq!(spread(vec![0.8, 0.6, 1.0, 0.9]), (0.6, 1.0, 0.9));
+        assert_eq!(spread(Vec::new()), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn a_rows_sums_give_its_rate_and_its_costs_per_cycle() {
+        let mut sums = Sums::default();
+        let before = Sample::default();
+        let after = Sample {
+            command_us: 300.0,
+            server_cpu_us: 600.0,
+            client_cpu_us: 900.0,
+        };
+        let run = |at_stop, total| Run {
+            at_stop,
+            took: Duration::from_millis(500),
+            total,
+            cycle_ms: Vec::new(),
+        };
+        sums.add(&run(40, 50), &before, &after);
+        sums.add(&run(60, 70), &before, &after);
+        // 100 cycles counted in 1 s; 120 run in all (those that ended after the stop
+        // too), which the costs are divided by
+        assert_eq!(sums.rate(), 100.0);
+        assert_eq!(sums.per_cycle(), (5.0, 10.0, 15.0));
+        // a row that never ran costs nothing per cycle, and has no rate
+        assert_eq!(Sums::default().per_cycle(), (0.0, 0.0, 0.0));
+        assert_eq!(Sums::default().rate(), 0.0);
+    }
 }
