@@ -8,7 +8,7 @@ use fred::prelude::*;
 
 use super::{snapshot, Snapshot, TwoPaths, LEASE_MS};
 use crate::mode::Mode;
-use crate::scripts::{AttemptReply, Intent, Others, Released};
+use crate::scripts::{AttemptReply, Intent, Others, Released, Scripts};
 
 /// A grant made while writers are queued names the queue's head ticket field, and the
 /// release given it back reads that field with the summary: what it does is what a
@@ -34,19 +34,7 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
     let s = &t.fast;
     let mut snapshots = Vec::new();
     for (key, hint) in keys.iter().zip(hints) {
-        assert_eq!(
-            t.others(s, key, Mode::Write, "owner-1", 1, Intent::Wait)
-                .await,
-            Others::Nobody
-        );
-        // two writers queue: tickets 0 and 1
-        for (owner, hold) in [("owner-2", 2), ("owner-3", 3)] {
-            let busy = s
-                .acquire(t.on(key), Mode::Write, owner, hold, LEASE_MS, Intent::Wait)
-                .await
-                .unwrap();
-            assert!(matches!(busy, AttemptReply::Busy { .. }), "{key}: {busy:?}");
-        }
+        one_holds_two_queue(&t, s, key).await;
         // the release hands the lock to owner-2, whose attempt takes it: owner-3 is next
         let released = s.release(t.on(key), "owner-1", 1, Others::Nobody).await;
         assert_eq!(released.unwrap(), Released::Now);
@@ -93,6 +81,22 @@ async fn a_release_given_the_queues_head_hands_over_as_any_release() {
     t.remove().await;
 }
 
+/// owner-1 is granted `key`'s write hold by `scripts` with nobody else there, then owner-2
+/// and owner-3 queue as writers (tickets 0 and 1), each attempt found busy.
+async fn one_holds_two_queue(t: &TwoPaths, scripts: &Scripts, key: &str) {
+    let first = t
+        .others(scripts, key, Mode::Write, "owner-1", 1, Intent::Wait)
+        .await;
+    assert_eq!(first, Others::Nobody, "{key}");
+    for (owner, hold) in [("owner-2", 2), ("owner-3", 3)] {
+        let busy = scripts
+            .acquire(t.on(key), Mode::Write, owner, hold, LEASE_MS, Intent::Wait)
+            .await
+            .unwrap();
+        assert!(matches!(busy, AttemptReply::Busy { .. }), "{key}: {busy:?}");
+    }
+}
+
 /// A snapshot's values with each hold's lease (the digits after its last ':') masked: a
 /// hold handed over has what its place had left, a ms or two apart from key to key.
 fn leases_masked(s: &Snapshot) -> BTreeMap<String, String> {
@@ -131,18 +135,7 @@ async fn fast_and_general_paths_hand_over_alike() {
         );
     };
     for (scripts, key) in both {
-        let first = t
-            .others(scripts, key, Mode::Write, "owner-1", 1, Intent::Wait)
-            .await;
-        assert_eq!(first, Others::Nobody, "{key}");
-        // two writers queue: tickets 0 and 1
-        for (owner, hold) in [("owner-2", 2), ("owner-3", 3)] {
-            let busy = scripts
-                .acquire(t.on(key), Mode::Write, owner, hold, LEASE_MS, Intent::Wait)
-                .await
-                .unwrap();
-            assert!(matches!(busy, AttemptReply::Busy { .. }), "{key}: {busy:?}");
-        }
+        one_holds_two_queue(&t, scripts, key).await;
     }
     compare("queued", t.snapshots().await);
     // owner-1's grant said nobody else was there: its release is told nothing
