@@ -56,12 +56,18 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 const TASKS: usize = 32;
 const WIDE: usize = 512;
 
-/// Rounds of B1 in turns: `BENCH_ROUNDS`, 8 by default.
-fn turn_rounds() -> usize {
-    std::env::var("BENCH_ROUNDS")
+/// The number in environment variable `name`, or `default` when it is unset or not one.
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(8)
+        .unwrap_or(default)
+}
+
+/// Rounds of B1 in turns: `BENCH_ROUNDS`, 8 by default.
+fn turn_rounds() -> usize {
+    usize::try_from(env_number("BENCH_ROUNDS", 8))
+        .unwrap_or(usize::MAX)
         .max(1)
 }
 
@@ -77,12 +83,7 @@ fn arg(name: &str) -> Option<String> {
 }
 
 async fn run() -> Result<(), BoxError> {
-    let secs = Duration::from_secs(
-        std::env::var("BENCH_SECONDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(5),
-    );
+    let secs = Duration::from_secs(env_number("BENCH_SECONDS", 5));
     let (seeds, _cluster) = match arg("--url") {
         Some(url) => (vec![url], None),
         None => {
