@@ -6,15 +6,17 @@
 //! master of its slot, since it does not follow a cluster) and `rds_lock` (a read/write
 //! lock; on redis-rs's cluster connection), each with its defaults; the floor of the
 //! hash layout: a cycle of two scripts that make the same Redis calls as an uncontended
-//! cycle of ours with no logic around them, through fred, without `WAIT`; and the server
-//! ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
+//! cycle of ours with no logic around them, through fred, without `WAIT`, on connections
+//! set as the lock's are (`TCP_NODELAY`), and once more with fred's default socket
+//! (Nagle's algorithm on, which under load sends several tasks' calls in one packet:
+//! what the lock's choice of `TCP_NODELAY` costs at 32 tasks); and the server ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
 //! (batches of 16). cluster-rwlock runs first and last, so that drift of the machine
 //! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec of
 //! the commands clients send, EVALSHA, EVAL and SET, on the masters: time in commands), Redis CPU per cycle (`INFO cpu` user+sys of the six
 //! server processes: commands, I/O and replication) and client CPU per cycle
 //! (`/proc/self/stat` utime+stime of this process, at 100 ticks/s).
 //!
-//! Then B1 in turns (`turns`): this lock in both durabilities, rslock and both floors,
+//! Then B1 in turns (`turns`): this lock in both durabilities, rslock and the floors,
 //! each connected once, run in slices of a quarter of `BENCH_SECONDS` taken in turns for
 //! `BENCH_ROUNDS` rounds (8), so that the ratios to the floor compare the same minutes.
 //!
@@ -28,7 +30,7 @@
 //! contended acquisition (16 contenders on one name, each holding 2 ms; the calls a
 //! script makes count), for cluster-rwlock in both durabilities and for rslock.
 //!
-//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|floor_confirmed|turns|single|contended]
+//! `cargo run --release -p cluster-rwlock-peers -- [--url redis://host:port] [--only ours|master_only|rslock|rds_lock|floor|floor_nagle|floor_confirmed|turns|single|contended]
 //! [--connections N]`
 //! (without `--url` the test bed's cluster is started); `BENCH_SECONDS` (default 5).
 
@@ -48,7 +50,7 @@ mod uncontended;
 use probe::{measured, Probe};
 use uncontended::{
     ceiling, layout_floor, layout_floor_confirmed, ours, ranges_of, rds_lock_rate, rslock_manager,
-    rslock_rate,
+    rslock_rate, Socket,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -149,7 +151,16 @@ async fn run() -> Result<(), BoxError> {
                     &probe,
                     "floor",
                     secs,
-                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
+                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS, Socket::LockLike),
+                )
+                .await?
+            }
+            "floor_nagle" => {
+                measured(
+                    &probe,
+                    "floor, Nagle",
+                    secs,
+                    layout_floor(&seeds, secs, &format!("{tag}fn"), TASKS, Socket::Nagle),
                 )
                 .await?
             }
@@ -164,7 +175,7 @@ async fn run() -> Result<(), BoxError> {
             }
             other => {
                 return Err(format!(
-                    "--only {other}: ours, master_only, rslock, rds_lock, floor or floor_confirmed"
+                    "--only {other}: ours, master_only, rslock, rds_lock, floor, floor_nagle or floor_confirmed"
                 )
                 .into())
             }
@@ -222,7 +233,7 @@ async fn run() -> Result<(), BoxError> {
             &probe,
             "floor: the same Redis calls as a cycle, no logic, no WAIT",
             secs,
-            layout_floor(&seeds, secs, &format!("{tag}f"), TASKS),
+            layout_floor(&seeds, secs, &format!("{tag}f"), TASKS, Socket::LockLike),
         )
         .await?,
         measured(
@@ -237,6 +248,13 @@ async fn run() -> Result<(), BoxError> {
             "floor, confirmed: the same, a WAIT after each acquire",
             secs,
             layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
+        )
+        .await?,
+        measured(
+            &probe,
+            "floor, Nagle on (fred's default socket; the lock's have TCP_NODELAY)",
+            secs,
+            layout_floor(&seeds, secs, &format!("{tag}fn"), TASKS, Socket::Nagle),
         )
         .await?,
     ];
@@ -307,7 +325,7 @@ async fn single_task(seeds: &[String], tag: &str, secs: Duration) -> Result<(), 
                 ours(seeds, secs, &format!("{tag}sm"), 1, Durability::MasterOnly).await?
             }
             "rslock 0.7" => rslock_rate(seeds, secs, &format!("{tag}sr"), 1).await?,
-            "floor" => layout_floor(seeds, secs, &format!("{tag}sf"), 1).await?,
+            "floor" => layout_floor(seeds, secs, &format!("{tag}sf"), 1, Socket::LockLike).await?,
             _ => layout_floor_confirmed(seeds, secs, &format!("{tag}sfc"), 1).await?,
         };
         let (p50, p99) = (drive::last_cycle_pct(50.0), drive::last_cycle_pct(99.0));

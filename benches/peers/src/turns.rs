@@ -1,5 +1,6 @@
 //! B1 in turns: the uncontended cycle of this lock (both durabilities), rslock's and
-//! both floors', each client connected once, then run in short slices taken in turns
+//! the floors' (on connections set as the lock's are, and the plain floor once more
+//! with fred's default socket, Nagle's algorithm on), each client connected once, then run in short slices taken in turns
 //! (the first of each round rotating), so that every row sees the same minutes of a
 //! machine whose speed drifts; the rows of the main table each run once, a minute apart
 //! from some of the others. A row's figures are the sums over its slices; the ratio of
@@ -14,23 +15,25 @@ use fred::prelude::ClientLike;
 use crate::drive::{run_for, Run};
 use crate::probe::{Probe, Sample};
 use crate::uncontended::{
-    cluster_client, floor_once, load_floor, ours_locks, ours_once, rslock_names, rslock_once,
+    floor_client, floor_once, load_floor, ours_locks, ours_once, rslock_names, rslock_once, Socket,
 };
 use crate::{BoxError, TASKS};
 
 /// The rows, in the order of the first round.
-const ROWS: [&str; 5] = [
+const ROWS: [&str; 6] = [
     "cluster-rwlock, default",
     "cluster-rwlock, MasterOnly",
     "rslock 0.7",
     "floor",
     "floor, confirmed",
+    "floor, Nagle",
 ];
 const DEFAULT: usize = 0;
 const MASTER_ONLY: usize = 1;
 const RSLOCK: usize = 2;
 const FLOOR: usize = 3;
 const FLOOR_CONFIRMED: usize = 4;
+const FLOOR_NAGLE: usize = 5;
 
 /// What a row's slices added up to.
 #[derive(Default, Clone, Copy)]
@@ -84,8 +87,9 @@ pub(crate) async fn b1_in_turns(
     let (master_only_client, master_only_locks) =
         ours_locks(seeds, &format!("{tag}tm"), TASKS, Durability::MasterOnly).await?;
     let rslock = std::sync::Arc::new(rslock_names(seeds, &format!("{tag}tr"), TASKS).await?);
-    let fred = cluster_client(&seeds[0]).await?;
+    let fred = floor_client(&seeds[0], Socket::LockLike).await?;
     load_floor(&fred).await?;
+    let nagle = floor_client(&seeds[0], Socket::Nagle).await?;
     let mut sums = [Sums::default(); ROWS.len()];
     // this lock's rate over the floor's, round by round
     let mut ratios = Vec::with_capacity(rounds);
@@ -116,8 +120,13 @@ pub(crate) async fn b1_in_turns(
                     .await
                 }
                 _ => {
-                    let (client, confirmed) = (fred.clone(), row == FLOOR_CONFIRMED);
-                    let prefix = format!("{tag}tf{}", u8::from(confirmed));
+                    let confirmed = row == FLOOR_CONFIRMED;
+                    let client = if row == FLOOR_NAGLE {
+                        nagle.clone()
+                    } else {
+                        fred.clone()
+                    };
+                    let prefix = format!("{tag}tf{row}");
                     run_for(TASKS, slice, move |i| {
                         let (fred, key) = (client.clone(), format!("{prefix}:{{n{i}}}"));
                         async move { floor_once(&fred, key, i, confirmed).await }
@@ -137,6 +146,7 @@ pub(crate) async fn b1_in_turns(
     default_client.close().await;
     master_only_client.close().await;
     let _ = fred.quit().await;
+    let _ = nagle.quit().await;
     print_table(&sums, &ratios, rounds, slice);
     Ok(())
 }

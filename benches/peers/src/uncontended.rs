@@ -107,11 +107,37 @@ pub(crate) fn rslock_manager(
         .clone())
 }
 
-/// A cluster client of fred's, connected, from a seed node's `redis://` URL.
+/// A cluster client of fred's, connected, from a seed node's `redis://` URL, with
+/// fred's default socket (Nagle's algorithm on).
 pub(crate) async fn cluster_client(seed: &str) -> Result<Client, BoxError> {
+    floor_client(seed, Socket::Nagle).await
+}
+
+/// The TCP setting of a floor's connections.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Socket {
+    /// `TCP_NODELAY`, as this lock's own connections have it (`cluster::node`): every
+    /// call goes out at once, in a packet of its own, as the lock's calls go. The floor
+    /// of the lock's calls.
+    LockLike,
+    /// fred's default: Nagle's algorithm on. Under load the kernel holds a small write
+    /// while an earlier one is unacknowledged and sends the calls of several tasks in
+    /// one packet: fewer packets and system calls on both sides, and a round trip's wait
+    /// for a call that finds one in flight (this lock keeps `TCP_NODELAY` for the
+    /// latency of a lone task: docs/BENCHMARKS.md, round 8).
+    Nagle,
+}
+
+/// [`cluster_client`] with the socket setting `socket`.
+pub(crate) async fn floor_client(seed: &str, socket: Socket) -> Result<Client, BoxError> {
     let fred = Builder::from_config(Config::from_url(
         &seed.replace("redis://", "redis-cluster://"),
     )?)
+    .with_connection_config(|c| {
+        if socket == Socket::LockLike {
+            c.tcp.nodelay = Some(true);
+        }
+    })
     .build()?;
     fred.init().await?;
     Ok(fred)
@@ -197,8 +223,9 @@ pub(crate) async fn rds_lock_rate(
 pub(crate) const FLOOR_LIBRARY: &str = include_str!("../../floor.lua");
 
 /// B1's cycle as the two functions of [`FLOOR_LIBRARY`] from the same tasks, each one
-/// round trip through the cluster client, no `WAIT`: what any lock of this layout could
-/// do through this client on this server (the ceiling of `MasterOnly`). Cycles/s. The
+/// round trip through the cluster client, no `WAIT`, on connections set as the lock's
+/// are with `socket` [`Socket::LockLike`]: what any lock of this layout could do
+/// through this client on this server (the ceiling of `MasterOnly`). Cycles/s. The
 /// keys get no TTL and stay (one per task, under the run's prefix: without `--url` the
 /// cluster is the run's own and goes with it).
 pub(crate) async fn layout_floor(
@@ -206,21 +233,23 @@ pub(crate) async fn layout_floor(
     secs: Duration,
     tag: &str,
     tasks: usize,
+    socket: Socket,
 ) -> Result<f64, BoxError> {
-    floor_cycles(seeds, secs, tag, tasks, false).await
+    floor_cycles(seeds, secs, tag, tasks, false, socket).await
 }
 
 /// [`layout_floor`] with the acquire confirmed as a lock's must be: `WAIT 1 500` right
 /// after it, in the same pipeline, on the same connection (one `WAIT` per acquire, as a
 /// lone task's grant has; the lock's lanes share one among the acquires that meet on a
-/// connection). What confirmation costs any lock of this layout here.
+/// connection), on connections set as the lock's are. What confirmation costs any lock
+/// of this layout here.
 pub(crate) async fn layout_floor_confirmed(
     seeds: &[String],
     secs: Duration,
     tag: &str,
     tasks: usize,
 ) -> Result<f64, BoxError> {
-    floor_cycles(seeds, secs, tag, tasks, true).await
+    floor_cycles(seeds, secs, tag, tasks, true, Socket::LockLike).await
 }
 
 /// Loads [`FLOOR_LIBRARY`] on every master (again: it replaces itself).
@@ -244,8 +273,9 @@ async fn floor_cycles(
     tag: &str,
     tasks: usize,
     confirmed: bool,
+    socket: Socket,
 ) -> Result<f64, BoxError> {
-    let fred = cluster_client(&seeds[0]).await?;
+    let fred = floor_client(&seeds[0], socket).await?;
     load_floor(&fred).await?;
     let (client, tag) = (fred.clone(), tag.to_string());
     let rate = drive_n(tasks, secs, move |i| {
