@@ -18,13 +18,10 @@ hands a lock over to the writer queued first, while another writer waits behind 
 (the contended hand-off of B4), told the queue's head ticket field by its grant (as the
 client sends it) and not told (`1` alone), each on keys of its own, in the same rounds.
 
-    python3 benches/script_cost.py [--n 2000] [--rounds 3] [--locks L] [--held H]
-                                   [--server redis-server]
+    python3 benches/script_cost.py [--n 2000] [--rounds 3] [--locks L] [--server redis-server]
 
 With --locks L, the cycles go round L locks, each taken by an owner of its own (B1's
-tasks: 32); by default every cycle is on a lock, and by an owner, of its own. With
---held H, H other locks are held throughout by owners of their own (a server that
-serves many holds at once).
+tasks: 32); by default every cycle is on a lock, and by an owner, of its own.
 
 Needs valgrind, a redis-server (or valkey-server) binary and the `redis` package
 (`pip install redis`). The first round includes warm-up effects; compare the later ones.
@@ -62,8 +59,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="cycles per round")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--held", type=int, default=0,
-                    help="other locks held throughout, on the same server (default 0)")
     ap.add_argument("--locks", type=int, default=None,
                     help="locks the cycles go round (default: one lock, and one owner, per cycle)")
     ap.add_argument("--server", default="redis-server")
@@ -139,14 +134,6 @@ def main():
                 assert all(x in (True, 1) or (isinstance(x, list) and x[0] == 1) for x in replies), replies[:4]
             return instructions() / a.n
 
-        # --held: locks held by others throughout, on the same server (never released)
-        held = [("FCALL", "rwlock4_acquire", 1, "held:{h%d}" % h, "w", "holder-%d" % h, "1", "3600000", "1")
-                for h in range(a.held)]
-        for b in range(0, len(held), 200):
-            pipe = r.pipeline(transaction=False)
-            for c in held[b:b + 200]:
-                pipe.execute_command(*c)
-            assert all(x[0] == 1 for x in pipe.execute())
         ours = ("rwlock4_acquire", "rwlock4_release")
         floor = ("floor_acquire", "floor_release")
         rows = {"cluster-rwlock": [], "floor (same calls, no logic)": [], "rslock": []}
@@ -198,7 +185,6 @@ def main():
         later = slice(1, None) if a.rounds > 1 else slice(None)
         rs = sum(rows["rslock"][later]) / len(rows["rslock"][later])
         where = "each on a lock of its own" if a.locks is None else "on %d locks" % a.locks
-        where += ", %d other locks held" % a.held if a.held else ""
         print("| server instructions per cycle (%d cycles a round, %s) | rounds | mean of later rounds | / rslock |" % (a.n, where))
         print("|---|---|---|---|")
         for name, vals in rows.items():

@@ -9,8 +9,9 @@
 //! cycle of ours with no logic around them, through fred, without `WAIT`, on connections
 //! set as the lock's are (`TCP_NODELAY`), and once more with fred's default socket
 //! (Nagle's algorithm on, which under load sends several tasks' calls in one packet:
-//! what the lock's choice of `TCP_NODELAY` costs at 32 tasks); and the server ceiling: a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined
-//! (batches of 16). cluster-rwlock runs first and last, so that drift of the machine
+//! what the lock's choice of `TCP_NODELAY` costs at 32 tasks); and the server ceiling:
+//! a trivial EVALSHA from the same 32 tasks, one call at a time and pipelined (batches
+//! of 16). cluster-rwlock runs first and last, so that drift of the machine
 //! shows. For every row: Redis time per cycle (the sum of `INFO commandstats` usec of
 //! the commands clients send, EVALSHA, EVAL and SET, on the masters: time in commands), Redis CPU per cycle (`INFO cpu` user+sys of the six
 //! server processes: commands, I/O and replication) and client CPU per cycle

@@ -1,10 +1,11 @@
 //! B1 in turns: the uncontended cycle of this lock (both durabilities), rslock's and
 //! the floors' (on connections set as the lock's are, and the plain floor once more
-//! with fred's default socket, Nagle's algorithm on), each client connected once, then run in short slices taken in turns
-//! (the first of each round rotating), so that every row sees the same minutes of a
-//! machine whose speed drifts; the rows of the main table each run once, a minute apart
-//! from some of the others. A row's figures are the sums over its slices; the ratio of
-//! this lock to the floor is also given round by round (its spread is the noise left).
+//! with fred's default socket, Nagle's algorithm on), each client connected once, then
+//! run in short slices taken in turns (the first of each round rotating), so that every
+//! row sees the same minutes of a machine whose speed drifts; the rows of the main table
+//! each run once, a minute apart from some of the others. A row's figures are the sums
+//! over its slices; the ratio of this lock to the floor is also given round by round
+//! (its spread is the noise left).
 
 use std::time::Duration;
 

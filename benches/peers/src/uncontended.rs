@@ -223,9 +223,9 @@ pub(crate) async fn rds_lock_rate(
 pub(crate) const FLOOR_LIBRARY: &str = include_str!("../../floor.lua");
 
 /// B1's cycle as the two functions of [`FLOOR_LIBRARY`] from the same tasks, each one
-/// round trip through the cluster client, no `WAIT`, on connections set as the lock's
-/// are with `socket` [`Socket::LockLike`]: what any lock of this layout could do
-/// through this client on this server (the ceiling of `MasterOnly`). Cycles/s. The
+/// round trip through the cluster client, no `WAIT`, on connections of `socket`'s
+/// setting (with [`Socket::LockLike`], the lock's: what any lock of this layout could
+/// do through this client on this server, the ceiling of `MasterOnly`). Cycles/s. The
 /// keys get no TTL and stay (one per task, under the run's prefix: without `--url` the
 /// cluster is the run's own and goes with it).
 pub(crate) async fn layout_floor(
