@@ -122,8 +122,8 @@ pub(crate) enum Socket {
     LockLike,
     /// fred's default: Nagle's algorithm on. Under load the kernel holds a small write
     /// while an earlier one is unacknowledged and sends the calls of several tasks in
-    /// one packet: fewer packets and system calls on both sides, and a round trip's wait
-    /// for a call that finds one in flight (this lock keeps `TCP_NODELAY` for the
+    /// one packet: fewer packets on both sides, and a round trip's wait for a call that
+    /// finds one in flight (this lock keeps `TCP_NODELAY` for the
     /// latency of a lone task: docs/BENCHMARKS.md, round 8).
     Nagle,
 }
