@@ -56,6 +56,10 @@ use uncontended::{
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A row's run: its cycles per second (`--only`, where each choice is a future of its own
+/// type).
+type RateRun<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64, BoxError>> + 'a>>;
+
 const TASKS: usize = 32;
 const WIDE: usize = 512;
 
@@ -109,71 +113,36 @@ async fn run() -> Result<(), BoxError> {
         return single_task(&seeds, &tag, secs).await;
     }
     if let Some(only) = arg("--only") {
-        // one row alone (for profiling): ours, rslock, rds_lock or floor
-        let row = match only.as_str() {
-            "ours" => {
-                measured(
-                    &probe,
-                    "cluster-rwlock",
-                    secs,
-                    ours(&seeds, secs, &tag, TASKS, DEFAULT_DURABILITY),
-                )
-                .await?
-            }
-            "master_only" => {
-                measured(
-                    &probe,
-                    "cluster-rwlock, MasterOnly",
-                    secs,
-                    ours(&seeds, secs, &tag, TASKS, Durability::MasterOnly),
-                )
-                .await?
-            }
-            "rslock" => {
-                measured(
-                    &probe,
-                    "rslock 0.7",
-                    secs,
-                    rslock_rate(&seeds, secs, &tag, TASKS),
-                )
-                .await?
-            }
-            "rds_lock" => {
-                measured(
-                    &probe,
-                    "rds_lock 1.0",
-                    secs,
-                    rds_lock_rate(&seeds, secs, &tag),
-                )
-                .await?
-            }
-            "floor" => {
-                measured(
-                    &probe,
-                    "floor",
-                    secs,
-                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS, Socket::LockLike),
-                )
-                .await?
-            }
-            "floor_nagle" => {
-                measured(
-                    &probe,
-                    "floor, Nagle",
-                    secs,
-                    layout_floor(&seeds, secs, &format!("{tag}fn"), TASKS, Socket::Nagle),
-                )
-                .await?
-            }
-            "floor_confirmed" => {
-                measured(
-                    &probe,
-                    "floor, confirmed",
-                    secs,
-                    layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS),
-                )
-                .await?
-            }
+        // one row alone (for profiling): ours, rslock, rds_lock or a floor
+        let (name, run): (&str, RateRun<'_>) = match only.as_str() {
+            "ours" => (
+                "cluster-rwlock",
+                Box::pin(ours(&seeds, secs, &tag, TASKS, DEFAULT_DURABILITY)),
+            ),
+            "master_only" => (
+                "cluster-rwlock, MasterOnly",
+                Box::pin(ours(&seeds, secs, &tag, TASKS, Durability::MasterOnly)),
+            ),
+            "rslock" => ("rslock 0.7", Box::pin(rslock_rate(&seeds, secs, &tag, TASKS))),
+            "rds_lock" => ("rds_lock 1.0", Box::pin(rds_lock_rate(&seeds, secs, &tag))),
+            "floor" => (
+                "floor",
+                Box::pin(async {
+                    layout_floor(&seeds, secs, &format!("{tag}f"), TASKS, Socket::LockLike).await
+                }),
+            ),
+            "floor_nagle" => (
+                "floor, Nagle",
+                Box::pin(async {
+                    layout_floor(&seeds, secs, &format!("{tag}fn"), TASKS, Socket::Nagle).await
+                }),
+            ),
+            "floor_confirmed" => (
+                "floor, confirmed",
+                Box::pin(async {
+                    layout_floor_confirmed(&seeds, secs, &format!("{tag}fc"), TASKS).await
+                }),
+            ),
             other => {
                 return Err(format!(
                     "--only {other}: ours, master_only, rslock, rds_lock, floor, floor_nagle or floor_confirmed"
@@ -181,6 +150,7 @@ async fn run() -> Result<(), BoxError> {
                 .into())
             }
         };
+        let row = measured(&probe, name, secs, run).await?;
         let (cmd, cpu, client) = row.per_cycle;
         println!(
             "| {} | {:.0} | - | {cmd:.1} | {cpu:.1} | {client:.1} |",
