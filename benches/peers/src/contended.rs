@@ -11,7 +11,7 @@ use fred::clients::SubscriberClient;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
-use crate::uncontended::{floor_client, Socket};
+use crate::uncontended::{cluster_client_with, Socket};
 use crate::BoxError;
 
 /// `B2_SPY=1`: a subscriber of its own to `channel` on `master`, which times each
@@ -141,8 +141,8 @@ pub(crate) async fn b2_floor(
     let channel = format!("{key}:released");
     // (on connections set as the lock's are)
     let calls = [
-        floor_client(&seeds[0], Socket::LockLike).await?,
-        floor_client(&seeds[0], Socket::LockLike).await?,
+        cluster_client_with(&seeds[0], Socket::LockLike).await?,
+        cluster_client_with(&seeds[0], Socket::LockLike).await?,
     ];
     crate::uncontended::load_floor(&calls[0]).await?;
     let subs = [

@@ -16,7 +16,8 @@ use fred::prelude::ClientLike;
 use crate::drive::{run_for, Run};
 use crate::probe::{Probe, Sample};
 use crate::uncontended::{
-    floor_client, floor_once, load_floor, ours_locks, ours_once, rslock_names, rslock_once, Socket,
+    cluster_client_with, floor_once, load_floor, ours_locks, ours_once, rslock_names, rslock_once,
+    Socket,
 };
 use crate::{BoxError, TASKS};
 
@@ -88,9 +89,9 @@ pub(crate) async fn b1_in_turns(
     let (master_only_client, master_only_locks) =
         ours_locks(seeds, &format!("{tag}tm"), TASKS, Durability::MasterOnly).await?;
     let rslock = std::sync::Arc::new(rslock_names(seeds, &format!("{tag}tr"), TASKS).await?);
-    let fred = floor_client(&seeds[0], Socket::LockLike).await?;
+    let fred = cluster_client_with(&seeds[0], Socket::LockLike).await?;
     load_floor(&fred).await?;
-    let nagle = floor_client(&seeds[0], Socket::Nagle).await?;
+    let nagle = cluster_client_with(&seeds[0], Socket::Nagle).await?;
     let mut sums = [Sums::default(); ROWS.len()];
     // this lock's rate over the floor's, round by round
     let mut ratios = Vec::with_capacity(rounds);

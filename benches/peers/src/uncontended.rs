@@ -110,7 +110,7 @@ pub(crate) fn rslock_manager(
 /// A cluster client of fred's, connected, from a seed node's `redis://` URL, with
 /// fred's default socket (Nagle's algorithm on).
 pub(crate) async fn cluster_client(seed: &str) -> Result<Client, BoxError> {
-    floor_client(seed, Socket::Nagle).await
+    cluster_client_with(seed, Socket::Nagle).await
 }
 
 /// The TCP setting of a floor's connections.
@@ -129,7 +129,7 @@ pub(crate) enum Socket {
 }
 
 /// [`cluster_client`] with the socket setting `socket`.
-pub(crate) async fn floor_client(seed: &str, socket: Socket) -> Result<Client, BoxError> {
+pub(crate) async fn cluster_client_with(seed: &str, socket: Socket) -> Result<Client, BoxError> {
     let fred = Builder::from_config(Config::from_url(
         &seed.replace("redis://", "redis-cluster://"),
     )?)
@@ -275,7 +275,7 @@ async fn floor_cycles(
     confirmed: bool,
     socket: Socket,
 ) -> Result<f64, BoxError> {
-    let fred = floor_client(&seeds[0], socket).await?;
+    let fred = cluster_client_with(&seeds[0], socket).await?;
     load_floor(&fred).await?;
     let (client, tag) = (fred.clone(), tag.to_string());
     let rate = drive_n(tasks, secs, move |i| {
