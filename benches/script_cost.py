@@ -102,12 +102,16 @@ def main():
         r.execute_command("FUNCTION", "LOAD", "REPLACE", FLOOR_FUNCTIONS)
         unlock = r.script_load(UNLOCK)
 
+        def lock_of(i, base):
+            """The lock of cycle i of a round from `base`: its own, or with --locks, one of
+            L taken by the same owner each time (a B1 task takes its own lock again and
+            again)."""
+            return i if a.locks is None else base + (i - base) % a.locks
+
         def lock_cycles(names, prefix, base):
             out = []
             for i in range(base, base + a.n):
-                # (with --locks, lock j is taken by the same owner each time, as a B1 task
-                # takes its own lock again and again)
-                j = i if a.locks is None else base + (i - base) % a.locks
+                j = lock_of(i, base)
                 key, owner = "%s:{n%d}" % (prefix, j), "owner-%d" % j
                 # as the client sends them: one key; mode, owner, hold id, lease, intent
                 out.append(("FCALL", names[0], 1, key, "w", owner, str(i + 1), "30000", "1"))
@@ -117,7 +121,7 @@ def main():
         def rslock_cycles(base):
             out = []
             for i in range(base, base + a.n):
-                j = i if a.locks is None else base + (i - base) % a.locks
+                j = lock_of(i, base)
                 key, token = "lock{n%d}" % j, "token-%d" % j
                 out.append(("SET", key, token, "NX", "PX", "30000"))
                 out.append(("EVALSHA", unlock, 1, key, token))
