@@ -278,10 +278,18 @@ impl RawLock {
         // boxed, as the router's call is: every guard's release and every attempt's
         // clean-up holds this future, which would otherwise add the layout of both
         // scripts' calls to theirs
-        Box::pin(self.give_back_now(owner, what)).await
+        let withdrawal = self.inner.config.command_timeout;
+        Box::pin(self.give_back_now(owner, what, withdrawal)).await
     }
 
-    async fn give_back_now(&self, owner: &str, what: GiveBack) -> Result<bool> {
+    /// [`give_back`](Self::give_back), an attempt's leftovers withdrawn within
+    /// `withdrawal` (a held hold's release follows the cluster for a lease).
+    async fn give_back_now(
+        &self,
+        owner: &str,
+        what: GiveBack,
+        withdrawal: Duration,
+    ) -> Result<bool> {
         let budget = self.release_budget();
         match what {
             GiveBack::Held {
@@ -293,17 +301,26 @@ impl RawLock {
                 self.release(owner, id, (fence, believed_until), budget, true, others)
                     .await
             }
-            GiveBack::Attempt { id, from } => self.withdraw(owner, id, from).await.map(|()| true),
+            GiveBack::Attempt { id, from } => self
+                .withdraw(owner, id, from, withdrawal)
+                .await
+                .map(|()| true),
         }
     }
 
     /// [`give_back`](Self::give_back) in the background (tracked: `close` sends it
     /// first), for a caller that does not wait for it.
+    ///
+    /// Nobody waits for it, so an attempt's leftovers follow the cluster for as long as
+    /// a held hold's release does (a lease), not for one command timeout: a withdrawal
+    /// whose reply is lost is sent again, as a release is, and a hold it would give
+    /// back (a grant or a downgrade whose reply was lost) is not left to its lease.
     pub fn give_back_later(&self, owner: Arc<str>, what: GiveBack) {
         let raw = self.clone();
         self.spawn(async move {
+            let withdrawal = raw.release_budget();
             // (what it found does not matter: nobody is told)
-            let _ = raw.give_back(&owner, what).await;
+            let _ = Box::pin(raw.give_back_now(&owner, what, withdrawal)).await;
         });
     }
 
@@ -429,9 +446,21 @@ impl RawLock {
     /// Takes the writer `owner` out of the queue (or its upgrade out of pending) and gives
     /// back hold `id` if it was handed over meanwhile (`lua/withdraw.lua`); for an upgrade
     /// from the upgradable hold `from`, such a write hold turns back into that hold.
-    async fn withdraw(&self, owner: &str, id: u64, from: Option<u64>) -> Result<()> {
-        on_lock!(self, CallKind::Withdraw, None, |scripts, on| scripts
-            .withdraw(on, owner, id, from))
+    /// Sent again (it is idempotent) through timeouts and failovers for `budget`.
+    async fn withdraw(
+        &self,
+        owner: &str,
+        id: u64,
+        from: Option<u64>,
+        budget: Duration,
+    ) -> Result<()> {
+        let (inner, key) = (&self.inner, &*self.key);
+        inner
+            .call_within(self.slot, budget, |c| async move {
+                let on = inner.on(&c, key, CallKind::Withdraw, None);
+                inner.scripts.withdraw(on, owner, id, from).await
+            })
+            .await
     }
 
     /// Removes every hold, or `only`'s, wakes the waiters and raises the fence

@@ -371,6 +371,11 @@ async fn a_downgrade_whose_reply_was_lost_leaves_no_hold() {
         .await
         .expect("drop_replies (needs iptables and root)");
     let r = g.downgrade().await;
+    // replies stay lost for more than a command timeout after the downgrade gave up:
+    // the give-back of the hold it made, which runs in the background from then, must
+    // be sent again until it is answered, not give up after one timeout and leave the
+    // hold to its lease
+    tokio::time::sleep(Duration::from_secs(1)).await;
     cluster.restore_replies(master.index).await.unwrap();
     assert!(r.is_err(), "the downgrade's reply came through: {r:?}");
     let until = Instant::now() + Duration::from_secs(5);

@@ -150,6 +150,10 @@ impl Seam for RawLock {
     ) -> impl Future<Output = Result<bool>> + Send + 'a {
         RawLock::give_back(self, owner, what)
     }
+    fn give_back_later(&self, owner: std::sync::Arc<str>, what: GiveBack) {
+        // the lock's own: its withdrawal follows the cluster for a lease
+        RawLock::give_back_later(self, owner, what)
+    }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         RawLock::spawn(self, task)
     }
