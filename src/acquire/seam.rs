@@ -61,7 +61,8 @@ pub(crate) trait Seam: Clone + Send + Sync + 'static {
         owner: &'a str,
         what: GiveBack,
     ) -> impl Future<Output = Result<bool>> + Send + 'a;
-    /// [`give_back`](Self::give_back) in the background.
+    /// [`give_back`](Self::give_back) in the background (the lock's own follows the
+    /// cluster for longer: see [`RawLock::give_back_later`]).
     fn give_back_later(&self, owner: std::sync::Arc<str>, what: GiveBack) {
         let lock = self.clone();
         self.spawn(async move {
@@ -151,7 +152,6 @@ impl Seam for RawLock {
         RawLock::give_back(self, owner, what)
     }
     fn give_back_later(&self, owner: std::sync::Arc<str>, what: GiveBack) {
-        // the lock's own: its withdrawal follows the cluster for a lease
         RawLock::give_back_later(self, owner, what)
     }
     fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
