@@ -40,24 +40,30 @@ use crate::slot;
 
 /// One function call on a lock, the body every call of [`RawLock`] shares: routed to the
 /// node that serves its slot and sent again through redirects within the command
-/// timeout ([`RawLock::call`]), its target built by [`Shared::on`] (which decides its
-/// confirmation from `op`), and for an attempt (acquire, upgrade) of a lock that is
+/// timeout ([`RawLock::call`]), or through redirects and timeouts within `budget` when
+/// one is given (`within budget,`), its target built by [`Shared::on`] (which decides
+/// its confirmation from `op`), and for an attempt (acquire, upgrade) of a lock that is
 /// being gathered, in the batch being built. `|scripts, on| call` makes the call.
 macro_rules! on_lock {
-    ($lock:expr, $op:expr, $deadline:expr, |$scripts:ident, $on:ident| $call:expr) => {{
+    ($lock:expr, $op:expr, $deadline:expr, within $budget:expr, |$scripts:ident, $on:ident| $call:expr) => {{
         let lock: &RawLock = $lock;
         let (inner, key) = (&lock.inner, &*lock.key);
         let gather = match $op {
             CallKind::Acquire | CallKind::Probe | CallKind::Upgrade => lock.gather.as_deref(),
             _ => None,
         };
-        lock.call(|c| async move {
-            let mut $on = inner.on(&c, key, $op, $deadline);
-            $on.gather = gather;
-            let $scripts = &inner.scripts;
-            $call.await
-        })
-        .await
+        inner
+            .call_within(lock.slot, $budget, |c| async move {
+                let mut $on = inner.on(&c, key, $op, $deadline);
+                $on.gather = gather;
+                let $scripts = &inner.scripts;
+                $call.await
+            })
+            .await
+    }};
+    ($lock:expr, $op:expr, $deadline:expr, |$scripts:ident, $on:ident| $call:expr) => {{
+        let lock: &RawLock = $lock;
+        on_lock!(lock, $op, $deadline, within lock.inner.config.command_timeout, |$scripts, $on| $call)
     }};
 }
 
@@ -454,13 +460,8 @@ impl RawLock {
         from: Option<u64>,
         budget: Duration,
     ) -> Result<()> {
-        let (inner, key) = (&self.inner, &*self.key);
-        inner
-            .call_within(self.slot, budget, |c| async move {
-                let on = inner.on(&c, key, CallKind::Withdraw, None);
-                inner.scripts.withdraw(on, owner, id, from).await
-            })
-            .await
+        on_lock!(self, CallKind::Withdraw, None, within budget, |scripts, on| scripts
+            .withdraw(on, owner, id, from))
     }
 
     /// Removes every hold, or `only`'s, wakes the waiters and raises the fence
